@@ -1,0 +1,41 @@
+# GPT_CUDA=AUTO compiles the CUDA backend when nvcc is found; OFF (or AUTO without nvcc) links
+# cuda/no_cuda, which reports "built without CUDA" when a CUDA backend is asked for.
+set(GPT_WITH_CUDA OFF)
+if(GPT_CUDA STREQUAL "ON" OR GPT_CUDA STREQUAL "AUTO")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(GPT_WITH_CUDA ON)
+  elseif(GPT_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "GPT_CUDA=ON but no CUDA compiler (nvcc) was found")
+  endif()
+elseif(NOT GPT_CUDA STREQUAL "OFF")
+  message(FATAL_ERROR "GPT_CUDA must be AUTO, ON or OFF, not '${GPT_CUDA}'")
+endif()
+
+if(GPT_WITH_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    # Ampere and Ada consumer cards, and Hopper (H100/H200).
+    set(CMAKE_CUDA_ARCHITECTURES "80;86;89;90")
+  endif()
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 does not know nvcc's C++20 flag; device code needs no more
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  find_package(CUDAToolkit REQUIRED)
+  file(GLOB_RECURSE GPT_CUDA_SOURCES CONFIGURE_DEPENDS
+    ${CMAKE_SOURCE_DIR}/cuda/common/*.cu ${CMAKE_SOURCE_DIR}/cuda/common/*.cpp
+    ${CMAKE_SOURCE_DIR}/cuda/backend/*.cu ${CMAKE_SOURCE_DIR}/cuda/backend/*.cpp
+    ${CMAKE_SOURCE_DIR}/cuda/kernels/*.cu)
+  add_library(gpt_cuda_backend STATIC ${GPT_CUDA_SOURCES})
+  target_link_libraries(gpt_cuda_backend PRIVATE CUDA::cudart CUDA::cublasLt fmt::fmt)
+  target_compile_definitions(gpt_cuda_backend PUBLIC GPT_WITH_CUDA=1)
+  message(STATUS "gpt-train: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  add_library(gpt_cuda_backend STATIC ${CMAKE_SOURCE_DIR}/cuda/no_cuda/no_cuda.cpp)
+  message(STATUS "gpt-train: CUDA backend OFF (stub linked)")
+endif()
+target_include_directories(gpt_cuda_backend PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/cuda)
+set_target_properties(gpt_cuda_backend PROPERTIES POSITION_INDEPENDENT_CODE ON)

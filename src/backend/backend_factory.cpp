@@ -1,0 +1,27 @@
+#include "backend/backend.h"
+#include "backend/cuda_entry.h"
+#include "cpu/cpu_backend.h"
+
+namespace gpt {
+
+BackendKind parse_backend_kind(const std::string& name) {
+  if (name == "auto") return BackendKind::Auto;
+  if (name == "cpu") return BackendKind::Cpu;
+  if (name == "cuda") return BackendKind::Cuda;
+  GPT_FAIL("unknown backend '{}': expected auto, cpu or cuda", name);
+}
+
+std::unique_ptr<Backend> make_backend(BackendKind kind, int threads) {
+  switch (kind) {
+    case BackendKind::Cpu:
+      return std::make_unique<cpu::CpuBackend>(threads);
+    case BackendKind::Cuda:
+      return cuda::make_backend();
+    case BackendKind::Auto:
+      if (cuda::built_with_cuda() && cuda::device_count() > 0) return cuda::make_backend();
+      return std::make_unique<cpu::CpuBackend>(threads);
+  }
+  GPT_FAIL("unreachable backend kind");
+}
+
+}  // namespace gpt

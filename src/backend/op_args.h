@@ -1,0 +1,194 @@
+// Argument structs of the Backend ops. Every tensor is a view; shapes are checked by the ops.
+// Conventions: row-major; N = rows (B*T), C = channels. Parameter gradients always accumulate (+=),
+// so micro-batches add up without extra copies; activation gradients are overwritten unless a field
+// says otherwise.
+#pragma once
+
+#include "core/philox.h"
+#include "core/tensor.h"
+
+#include <cstdint>
+
+namespace gpt {
+
+// Dropout with probability p drawn from a counter-based stream: the same spec regenerates the same mask.
+struct DropoutSpec {
+  float p = 0.0f;
+  RngStream stream;
+  bool active() const { return p > 0.0f; }
+};
+
+// out = value
+struct FillArgs {
+  Tensor out;
+  float value = 0.0f;
+};
+
+// out = in (same element count and dtype)
+struct CopyArgs {
+  Tensor out;
+  Tensor in;
+};
+
+// out[M,N] = alpha * op(a) op(b) + beta * out + bias[N]
+// op(a) is [M,K]: a is stored [M,K], or [K,M] when trans_a. op(b) is [K,N]: b is [K,N], or [N,K] when
+// trans_b. A linear layer with weight W[OC,IC] is matmul(out, x, W, bias, trans_b=true).
+// Leading dimensions of a, b and out are folded: only the last dimension is a column.
+struct MatmulArgs {
+  Tensor out;
+  Tensor a;
+  Tensor b;
+  Tensor bias;  // optional, [N]
+  bool trans_a = false;
+  bool trans_b = false;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+};
+
+// dbias[N] += sum over the rows of dout[M,N]
+struct BiasBackwardArgs {
+  Tensor dbias;
+  Tensor dout;
+};
+
+// out = (in - mean) * rstd * weight + bias over the last dimension C; mean and rstd [N] are saved.
+struct LayerNormForwardArgs {
+  Tensor out;
+  Tensor mean;
+  Tensor rstd;
+  Tensor in;
+  Tensor weight;
+  Tensor bias;
+  float eps = 1e-5f;
+};
+
+// din += dL/din (the residual stream's gradient accumulates here); dweight += ..., dbias += ...
+struct LayerNormBackwardArgs {
+  Tensor din;
+  Tensor dweight;
+  Tensor dbias;
+  Tensor dout;
+  Tensor in;
+  Tensor weight;
+  Tensor mean;
+  Tensor rstd;
+};
+
+// Causal multi-head self-attention. qkv [B,T,3C] holds q, k, v side by side, each C = n_head * hs with
+// head h in columns [h*hs, (h+1)*hs). out [B,T,C] = concat_h(dropout(softmax(q k^T / sqrt(hs) + mask)) v).
+// probs [B,NH,T,T] keeps the pre-dropout softmax for backward (the CPU backend materialises it).
+struct AttentionForwardArgs {
+  Tensor out;
+  Tensor probs;
+  Tensor qkv;
+  int n_head = 1;
+  DropoutSpec dropout;
+};
+
+// dqkv [B,T,3C] is overwritten; dprobs [B,NH,T,T] is scratch.
+struct AttentionBackwardArgs {
+  Tensor dqkv;
+  Tensor dprobs;
+  Tensor dout;
+  Tensor qkv;
+  Tensor probs;
+  int n_head = 1;
+  DropoutSpec dropout;
+};
+
+// Row-wise softmax over the last dimension.
+struct SoftmaxForwardArgs {
+  Tensor out;
+  Tensor in;
+};
+
+// din = out * (dout - sum(dout * out)) row-wise.
+struct SoftmaxBackwardArgs {
+  Tensor din;
+  Tensor dout;
+  Tensor out;
+};
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct GeluForwardArgs {
+  Tensor out;
+  Tensor in;
+};
+
+struct GeluBackwardArgs {
+  Tensor din;
+  Tensor dout;
+  Tensor in;
+};
+
+// out = residual + dropout(x)
+struct ResidualForwardArgs {
+  Tensor out;
+  Tensor residual;
+  Tensor x;
+  DropoutSpec dropout;
+};
+
+// The residual input's gradient is dout itself (the caller keeps using it); this gives the branch's:
+// dx = dropout_mask * dout / (1 - p). dx may alias dout.
+struct ResidualBackwardArgs {
+  Tensor dx;
+  Tensor dout;
+  DropoutSpec dropout;
+};
+
+// out[b,t,:] = dropout(wte[tokens[b,t],:] + wpe[t,:])
+struct EmbeddingForwardArgs {
+  Tensor out;
+  Tensor tokens;  // [B,T] i32
+  Tensor wte;     // [Vp,C]
+  Tensor wpe;     // [maxT,C]
+  DropoutSpec dropout;
+};
+
+// dwte[tokens[b,t],:] += g, dwpe[t,:] += g with g = dropout_backward(dout[b,t,:])
+struct EmbeddingBackwardArgs {
+  Tensor dwte;
+  Tensor dwpe;
+  Tensor dout;
+  Tensor tokens;
+  DropoutSpec dropout;
+};
+
+// Fused softmax cross-entropy over the first vocab_size columns of logits [N,Vp] (columns past
+// vocab_size are padding and get probability 0). losses[i] = -log p(targets[i]), and 0 where
+// targets[i] == -1. When dlogits is given (it may alias logits): dlogits = (p - onehot) * dloss for
+// counted rows, 0 for ignored rows and padding columns.
+struct CrossEntropyArgs {
+  Tensor losses;   // [N] f32
+  Tensor dlogits;  // optional [N,Vp]
+  Tensor logits;   // [N,Vp]
+  Tensor targets;  // [N] i32
+  int vocab_size = 0;
+  float dloss = 0.0f;  // d(step loss)/d(token loss): 1 / (target tokens in the optimizer step)
+};
+
+// AdamW with decoupled weight decay (Loshchilov & Hutter), bias-corrected:
+// g = grad_scale * grads; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// params -= lr * (m / (1-b1^step) / (sqrt(v / (1-b2^step)) + eps) + weight_decay * params)
+struct AdamWArgs {
+  Tensor params;
+  Tensor grads;
+  Tensor m;
+  Tensor v;
+  float lr = 0.0f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  float grad_scale = 1.0f;
+  int64_t step = 1;
+};
+
+// out[0] = sum(in^2), accumulated in double on the CPU; the global gradient norm is its square root.
+struct SumOfSquaresArgs {
+  Tensor out;  // [1] f32
+  Tensor in;
+};
+
+}  // namespace gpt

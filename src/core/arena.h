@@ -1,0 +1,67 @@
+// Arenas: the run's memory is a few large blocks whose layout (a list of named buffers with sizes and
+// offsets) is computed from the config before anything is allocated. Nothing is allocated inside a
+// training step; ops get Tensor views into these blocks.
+#pragma once
+
+#include "core/tensor.h"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+class Backend;
+
+struct ArenaBuffer {
+  std::string name;
+  size_t offset = 0;
+  size_t bytes = 0;
+  std::array<int64_t, Tensor::kMaxDims> shape{};
+  int ndim = 0;
+  DType dtype = DType::F32;
+};
+
+class ArenaLayout {
+ public:
+  static constexpr size_t kAlignment = 256;  // a cache line and the CUDA allocation granularity of interest
+
+  explicit ArenaLayout(std::string name) : name_(std::move(name)) {}
+
+  // Appends a buffer and returns its index.
+  size_t add(const std::string& buffer_name, std::initializer_list<int64_t> shape, DType dtype = DType::F32);
+
+  const std::string& name() const { return name_; }
+  const std::vector<ArenaBuffer>& buffers() const { return buffers_; }
+  const ArenaBuffer& buffer(size_t index) const { return buffers_.at(index); }
+  size_t index_of(const std::string& buffer_name) const;
+  size_t total_bytes() const { return total_bytes_; }
+
+ private:
+  std::string name_;
+  std::vector<ArenaBuffer> buffers_;
+  size_t total_bytes_ = 0;
+};
+
+class Arena {
+ public:
+  Arena(ArenaLayout layout, Backend& backend);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  Tensor tensor(size_t index);
+  Tensor tensor(const std::string& buffer_name) { return tensor(layout_.index_of(buffer_name)); }
+  const ArenaLayout& layout() const { return layout_; }
+  void* base() const { return base_; }
+  // Highest byte of the arena that any view handed out so far reaches: the measured peak.
+  size_t peak_bytes() const { return peak_bytes_; }
+
+ private:
+  ArenaLayout layout_;
+  Backend& backend_;
+  void* base_ = nullptr;
+  size_t peak_bytes_ = 0;
+};
+
+}  // namespace gpt
