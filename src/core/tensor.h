@@ -54,6 +54,13 @@ struct Tensor {
     GPT_CHECK(t.numel() == numel(), "reshape {} -> {} changes the element count", shape_string(), t.shape_string());
     return t;
   }
+  // The leading elements of the storage seen with a smaller shape: a micro-batch smaller than the
+  // one a buffer was planned for.
+  Tensor prefix(std::initializer_list<int64_t> dims) const {
+    Tensor t(data, dims, dtype, device);
+    GPT_CHECK(t.numel() <= numel(), "view {} does not fit in buffer {}", t.shape_string(), shape_string());
+    return t;
+  }
   // Slice i along the first dimension.
   Tensor operator[](int64_t i) const {
     GPT_CHECK(ndim >= 1 && i >= 0 && i < shape[0], "index {} out of range for shape {}", i, shape_string());

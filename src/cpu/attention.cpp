@@ -1,0 +1,190 @@
+// Causal multi-head self-attention with materialised probabilities, as llm.c's CPU attention, blocked
+// over query rows so the products run as BLAS gemms on strided views.
+// Layout: qkv [B,T,3C] with q, k, v of head h in columns h*hs, C + h*hs, 2C + h*hs (row stride 3C),
+// hs = C / NH; out [B,T,C]; probs and dprobs [B,NH,T,T]. For each (b, h), with s = 1/sqrt(hs):
+//   forward:  S = s q k^T;  P = softmax of row t over t2 <= t (probs; the upper triangle is stored 0)
+//             Pd = P ⊙ M / (1-p), M the dropout mask at flat index ((b*NH + h)*T + t)*T + t2
+//             out = Pd v
+//   backward: dv = Pd^T dout;  dPd = dout v^T;  dP = dPd ⊙ M / (1-p)
+//             dS = P ⊙ (dP - rowsum(dP ⊙ P)) = Pd ⊙ dPd - P rowsum(Pd ⊙ dPd)   (kept in dprobs)
+//             dq = s dS k;  dk = s dS^T q
+// (P ⊙ dP = Pd ⊙ dPd, so the backward reads the mask once, through Pd.)
+// Query rows [r0, r1) attend only to keys [0, r1), so each row block multiplies just that part of the
+// triangle. The forward runs (b, h, row block) items in parallel, the backward (b, h) pairs, because
+// dk and dv sum over all row blocks; every item writes disjoint outputs, so results do not depend on
+// the thread count or schedule.
+#include "cpu/cpu_backend.h"
+#include "cpu/dispatch.h"
+#include "cpu/dropout.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace gpt::cpu {
+namespace {
+
+constexpr int64_t kRowBlock = 64;
+
+// Row-major C[m,n] = alpha op(A) op(B) + beta C with op(A) [m,k] and op(B) [k,n].
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
+}
+
+struct Dims {
+  int64_t batch, seq, channels, heads, head_size;
+  int64_t row_blocks() const { return (seq + kRowBlock - 1) / kRowBlock; }
+};
+
+// Rows [r0, r1) of p (row stride seq) with dropout applied, as a [r1-r0, r1] block in a per-thread
+// buffer; mask_base is the flat mask index of p[0][0].
+template <class T>
+const T* dropped_rows(const T* p, const Dims& d, int64_t r0, int64_t r1, uint64_t mask_base, const DropoutMask& mask) {
+  thread_local std::vector<T> buffer;
+  buffer.resize(static_cast<size_t>((r1 - r0) * r1));
+  const T scale = static_cast<T>(mask.scale());
+  for (int64_t t = r0; t < r1; ++t) {
+    const T* row = p + t * d.seq;
+    T* out = buffer.data() + (t - r0) * r1;
+    const uint64_t base = mask_base + static_cast<uint64_t>(t * d.seq);
+    for (int64_t t2 = 0; t2 <= t; ++t2) out[t2] = mask.keep(base + t2) ? row[t2] * scale : T(0);
+    std::fill(out + t + 1, out + r1, T(0));
+  }
+  return buffer.data();
+}
+
+template <class T>
+void attention_forward_kernel(T* out, T* probs, const T* qkv, const Dims& d, const DropoutMask& mask) {
+  const int64_t C = d.channels, hs = d.head_size, ld_qkv = 3 * C;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs)));
+  const int64_t blocks = d.row_blocks();
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t item = 0; item < d.batch * d.heads * blocks; ++item) {
+    const int64_t bh = item / blocks, b = bh / d.heads, h = bh % d.heads;
+    const int64_t r0 = (item % blocks) * kRowBlock, r1 = std::min(r0 + kRowBlock, d.seq), rows = r1 - r0;
+    const T* q = qkv + b * d.seq * ld_qkv + h * hs;
+    const T* k = q + C;
+    const T* v = q + 2 * C;
+    T* p = probs + bh * d.seq * d.seq;
+
+    gemm(false, true, rows, r1, hs, scale, q + r0 * ld_qkv, ld_qkv, k, ld_qkv, T(0), p + r0 * d.seq, d.seq);
+    for (int64_t t = r0; t < r1; ++t) {
+      T* row = p + t * d.seq;
+      const T max_val = *std::max_element(row, row + t + 1);
+      Accum<T> sum = 0;
+      for (int64_t t2 = 0; t2 <= t; ++t2) {
+        row[t2] = std::exp(row[t2] - max_val);
+        sum += row[t2];
+      }
+      const T inv_sum = static_cast<T>(1.0 / sum);
+      for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] *= inv_sum;
+      std::fill(row + t + 1, row + d.seq, T(0));
+    }
+
+    const T* pd = p + r0 * d.seq;
+    int64_t ld_pd = d.seq;
+    if (mask.active()) {
+      pd = dropped_rows(p, d, r0, r1, static_cast<uint64_t>(bh * d.seq * d.seq), mask);
+      ld_pd = r1;
+    }
+    gemm(false, false, rows, hs, r1, T(1), pd, ld_pd, v, ld_qkv, T(0), out + (b * d.seq + r0) * C + h * hs, C);
+  }
+}
+
+template <class T>
+void attention_backward_kernel(T* dqkv, T* dprobs, const T* dout, const T* qkv, const T* probs, const Dims& d,
+                               const DropoutMask& mask) {
+  const int64_t C = d.channels, hs = d.head_size, ld_qkv = 3 * C;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs)));
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < d.batch * d.heads; ++bh) {
+    const int64_t b = bh / d.heads, h = bh % d.heads;
+    const T* q = qkv + b * d.seq * ld_qkv + h * hs;
+    const T* k = q + C;
+    const T* v = q + 2 * C;
+    T* dq = dqkv + b * d.seq * ld_qkv + h * hs;
+    T* dk = dq + C;
+    T* dv = dq + 2 * C;
+    const T* dO = dout + b * d.seq * C + h * hs;
+    const T* p = probs + bh * d.seq * d.seq;
+    T* dp = dprobs + bh * d.seq * d.seq;
+    const uint64_t mask_base = static_cast<uint64_t>(bh * d.seq * d.seq);
+
+    for (int64_t t = 0; t < d.seq; ++t) {
+      for (int part = 0; part < 3; ++part) std::fill_n(dq + t * ld_qkv + part * C, hs, T(0));
+    }
+    for (int64_t r0 = 0; r0 < d.seq; r0 += kRowBlock) {
+      const int64_t r1 = std::min(r0 + kRowBlock, d.seq), rows = r1 - r0;
+      const T* pd = p + r0 * d.seq;
+      int64_t ld_pd = d.seq;
+      if (mask.active()) {
+        pd = dropped_rows(p, d, r0, r1, mask_base, mask);
+        ld_pd = r1;
+      }
+      gemm(true, false, r1, hs, rows, T(1), pd, ld_pd, dO + r0 * C, C, T(1), dv, ld_qkv);
+      gemm(false, true, rows, r1, hs, T(1), dO + r0 * C, C, v, ld_qkv, T(0), dp + r0 * d.seq, d.seq);
+      for (int64_t t = r0; t < r1; ++t) {
+        const T* p_row = p + t * d.seq;
+        const T* pd_row = pd + (t - r0) * ld_pd;
+        T* row = dp + t * d.seq;
+        Accum<T> dot = 0;
+        for (int64_t t2 = 0; t2 <= t; ++t2) dot += static_cast<Accum<T>>(pd_row[t2]) * row[t2];
+        const T dot_t = static_cast<T>(dot);
+        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = pd_row[t2] * row[t2] - p_row[t2] * dot_t;
+        std::fill(row + t + 1, row + d.seq, T(0));
+      }
+      gemm(false, false, rows, hs, r1, scale, dp + r0 * d.seq, d.seq, k, ld_qkv, T(0), dq + r0 * ld_qkv, ld_qkv);
+      gemm(true, false, r1, hs, rows, scale, dp + r0 * d.seq, d.seq, q + r0 * ld_qkv, ld_qkv, T(1), dk, ld_qkv);
+    }
+  }
+}
+
+Dims attention_dims(const Tensor& qkv, const Tensor& out, const Tensor& probs, int n_head, const char* op) {
+  GPT_CHECK(qkv.ndim == 3 && qkv.dim(2) % 3 == 0, "{}: qkv must be [B,T,3C], got {}", op, qkv.shape_string());
+  Dims d{qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, n_head, 0};
+  GPT_CHECK(n_head > 0 && d.channels % n_head == 0, "{}: n_head {} does not divide C = {}", op, n_head, d.channels);
+  d.head_size = d.channels / n_head;
+  GPT_CHECK(out.ndim == 3 && out.dim(0) == d.batch && out.dim(1) == d.seq && out.dim(2) == d.channels,
+            "{}: out must be ({},{},{}), got {}", op, d.batch, d.seq, d.channels, out.shape_string());
+  GPT_CHECK(probs.ndim == 4 && probs.dim(0) == d.batch && probs.dim(1) == d.heads && probs.dim(2) == d.seq &&
+                probs.dim(3) == d.seq,
+            "{}: probs must be ({},{},{},{}), got {}", op, d.batch, d.heads, d.seq, d.seq, probs.shape_string());
+  return d;
+}
+
+}  // namespace
+
+void CpuBackend::attention_forward(const AttentionForwardArgs& args) {
+  const Dims d = attention_dims(args.qkv, args.out, args.probs, args.n_head, "attention_forward");
+  const DropoutMask mask(args.dropout);
+  dispatch_float(common_float_dtype({&args.out, &args.probs, &args.qkv}), [&](auto zero) {
+    using T = decltype(zero);
+    attention_forward_kernel(args.out.as<T>(), args.probs.as<T>(), args.qkv.as<T>(), d, mask);
+  });
+}
+
+void CpuBackend::attention_backward(const AttentionBackwardArgs& args) {
+  const Dims d = attention_dims(args.qkv, args.dout, args.probs, args.n_head, "attention_backward");
+  GPT_CHECK(args.dqkv.ndim == 3 && args.dqkv.numel() == args.qkv.numel(), "attention_backward: dqkv must be {}, got {}",
+            args.qkv.shape_string(), args.dqkv.shape_string());
+  GPT_CHECK(args.dprobs.numel() == args.probs.numel(), "attention_backward: dprobs must be {}, got {}",
+            args.probs.shape_string(), args.dprobs.shape_string());
+  const DropoutMask mask(args.dropout);
+  dispatch_float(common_float_dtype({&args.dqkv, &args.dprobs, &args.dout, &args.qkv, &args.probs}), [&](auto zero) {
+    using T = decltype(zero);
+    attention_backward_kernel(args.dqkv.as<T>(), args.dprobs.as<T>(), args.dout.as<T>(), args.qkv.as<T>(),
+                              args.probs.as<T>(), d, mask);
+  });
+}
+
+}  // namespace gpt::cpu

@@ -1,0 +1,86 @@
+// Fused softmax cross-entropy over the first V = vocab_size columns of logits [N,Vp]; columns V..Vp-1
+// are padding and take no part. Per row with target y:
+//   s = sum_{j<V} exp(logits[j] - max);  loss = log s + max - logits[y]
+//   dlogits[j] = (exp(logits[j] - max) / s - [j == y]) * dloss for j < V, 0 for padding columns.
+// Rows with y == -1 get loss 0 and a zero dlogits row. Exponentials are in the logits' precision, sums
+// in double. A row's statistics are reduced before any of it is written, so dlogits may alias logits.
+// losses is f32, or f64 alongside f64 logits (for gradient checks).
+#include "cpu/cpu_backend.h"
+#include "cpu/dispatch.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gpt::cpu {
+namespace {
+
+template <class T, class L>
+void cross_entropy_kernel(L* losses, T* dlogits, const T* logits, const int32_t* targets, int64_t rows,
+                          int64_t padded_vocab, int64_t vocab, T dloss) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x = logits + r * padded_vocab;
+    T* dx = dlogits ? dlogits + r * padded_vocab : nullptr;
+    const int32_t y = targets[r];
+    if (y < 0) {
+      losses[r] = 0;
+      if (dx) std::fill(dx, dx + padded_vocab, T(0));
+      continue;
+    }
+    T max_val = x[0];
+    for (int64_t j = 1; j < vocab; ++j) max_val = std::max(max_val, x[j]);
+    Accum<T> sum = 0;
+    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(x[j] - max_val);
+    losses[r] = static_cast<L>(std::log(sum) + (static_cast<Accum<T>>(max_val) - x[y]));
+    if (!dx) continue;
+    const T inv_sum = static_cast<T>(1.0 / sum);
+    for (int64_t j = 0; j < vocab; ++j) {
+      const T p = std::exp(x[j] - max_val) * inv_sum;
+      dx[j] = (p - (j == y ? T(1) : T(0))) * dloss;
+    }
+    std::fill(dx + vocab, dx + padded_vocab, T(0));
+  }
+}
+
+}  // namespace
+
+void CpuBackend::cross_entropy(const CrossEntropyArgs& args) {
+  const Tensor& logits = args.logits;
+  GPT_CHECK(!logits.empty() && logits.ndim == 2, "cross_entropy: logits must be [N,Vp], got {}", logits.shape_string());
+  const int64_t rows = logits.dim(0);
+  const int64_t padded_vocab = logits.dim(1);
+  GPT_CHECK(args.vocab_size > 0 && args.vocab_size <= padded_vocab, "cross_entropy: vocab_size {} must be in [1, {}]",
+            args.vocab_size, padded_vocab);
+  GPT_CHECK(args.targets.dtype == DType::I32 && args.targets.numel() == rows,
+            "cross_entropy: targets must be [{}] i32, got {} {}", rows, args.targets.shape_string(),
+            dtype_name(args.targets.dtype));
+  GPT_CHECK(!args.losses.empty() && args.losses.numel() == rows, "cross_entropy: losses must be [{}], got {}", rows,
+            args.losses.shape_string());
+  if (!args.dlogits.empty()) {
+    GPT_CHECK(args.dlogits.ndim == 2 && args.dlogits.dim(0) == rows && args.dlogits.dim(1) == padded_vocab,
+              "cross_entropy: dlogits must be {}, got {}", logits.shape_string(), args.dlogits.shape_string());
+  }
+  const int32_t* targets = args.targets.i32();
+  for (int64_t r = 0; r < rows; ++r) {
+    GPT_CHECK(targets[r] == -1 || (targets[r] >= 0 && targets[r] < args.vocab_size),
+              "cross_entropy: target {} at row {} is outside [0, {}) and is not the ignore index -1", targets[r], r,
+              args.vocab_size);
+  }
+  dispatch_float(common_float_dtype({&logits, &args.dlogits}), [&](auto zero) {
+    using T = decltype(zero);
+    T* dlogits = args.dlogits.empty() ? nullptr : args.dlogits.as<T>();
+    const T dloss = static_cast<T>(args.dloss);
+    const auto run = [&](auto* losses) {
+      cross_entropy_kernel(losses, dlogits, logits.as<T>(), targets, rows, padded_vocab, args.vocab_size, dloss);
+    };
+    if (args.losses.dtype == DType::F32) {
+      run(args.losses.as<float>());
+    } else {
+      GPT_CHECK(args.losses.dtype == logits.dtype, "cross_entropy: losses must be f32 or {}, got {}",
+                dtype_name(logits.dtype), dtype_name(args.losses.dtype));
+      run(args.losses.as<T>());
+    }
+  });
+}
+
+}  // namespace gpt::cpu

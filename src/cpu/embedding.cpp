@@ -1,0 +1,102 @@
+// Token + position embedding with dropout on the sum. tokens [B,T] i32, wte [Vp,C], wpe [maxT,C],
+// out [B,T,C] (any shape of B*T*C elements with last dimension C):
+//   out[b,t,c] = keep(i) * (wte[tokens[b,t],c] + wpe[t,c]) / (1-p),  i = (b*T + t)*C + c.
+// Backward, with g = keep(i) * dout[b,t,c] / (1-p): dwte[tokens[b,t],c] += g, dwpe[t,c] += g.
+// Repeated tokens make the token rows collide, so backward splits the channels among threads: each
+// thread owns a block of columns and walks the tokens in order, which is race-free and reproducible
+// whatever the thread count.
+#include "cpu/cpu_backend.h"
+#include "cpu/dispatch.h"
+#include "cpu/dropout.h"
+
+#include <algorithm>
+
+namespace gpt::cpu {
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 14;
+
+struct EmbeddingShape {
+  int64_t b, t, c;
+};
+
+EmbeddingShape embedding_shape(const char* op, const Tensor& x, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                               const char* x_name) {
+  GPT_CHECK(!tokens.empty() && tokens.ndim == 2, "{}: tokens must be [B,T], got {}", op, tokens.shape_string());
+  GPT_CHECK(tokens.dtype == DType::I32, "{}: tokens must be i32, got {}", op, dtype_name(tokens.dtype));
+  GPT_CHECK(!wte.empty() && wte.ndim == 2, "{}: wte must be [Vp,C], got {}", op, wte.shape_string());
+  GPT_CHECK(!wpe.empty() && wpe.ndim == 2, "{}: wpe must be [maxT,C], got {}", op, wpe.shape_string());
+  const EmbeddingShape s{tokens.dim(0), tokens.dim(1), wte.dim(1)};
+  GPT_CHECK(wpe.dim(1) == s.c, "{}: wte {} and wpe {} differ in channels", op, wte.shape_string(), wpe.shape_string());
+  GPT_CHECK(s.t <= wpe.dim(0), "{}: sequence length {} exceeds the {} positions of wpe", op, s.t, wpe.dim(0));
+  GPT_CHECK(!x.empty() && x.ndim >= 1 && x.dim(-1) == s.c && x.numel() == s.b * s.t * s.c, "{}: {} {} should be [{},{},{}]", op,
+            x_name, x.shape_string(), s.b, s.t, s.c);
+  const int32_t* ids = tokens.as<int32_t>();
+  const int64_t vocab = wte.dim(0);
+  for (int64_t i = 0; i < s.b * s.t; ++i) {
+    GPT_CHECK(ids[i] >= 0 && ids[i] < vocab, "{}: token {} at position {} is outside the vocabulary [0, {})", op, ids[i], i, vocab);
+  }
+  return s;
+}
+
+template <class T>
+void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, const T* wpe, EmbeddingShape s, const DropoutMask& mask) {
+  const double scale = mask.scale();
+#pragma omp parallel for schedule(static) if (s.b * s.t * s.c > kParallelMin)
+  for (int64_t row = 0; row < s.b * s.t; ++row) {
+    const T* te = wte + tokens[row] * s.c;
+    const T* pe = wpe + (row % s.t) * s.c;
+    T* y = out + row * s.c;
+    for (int64_t c = 0; c < s.c; ++c) {
+      const uint64_t i = static_cast<uint64_t>(row * s.c + c);
+      y[c] = mask.keep(i) ? static_cast<T>((static_cast<double>(te[c]) + pe[c]) * scale) : T(0);
+    }
+  }
+}
+
+constexpr int64_t kColumnBlock = 64;
+
+template <class T>
+void embedding_backward_kernel(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, EmbeddingShape s, const DropoutMask& mask) {
+  const double scale = mask.scale();
+  const int64_t blocks = (s.c + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (s.b * s.t * s.c > kParallelMin)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t c0 = blk * kColumnBlock;
+    const int64_t c1 = std::min(s.c, c0 + kColumnBlock);
+    for (int64_t row = 0; row < s.b * s.t; ++row) {
+      T* te = dwte + tokens[row] * s.c;
+      T* pe = dwpe + (row % s.t) * s.c;
+      const T* dy = dout + row * s.c;
+      for (int64_t c = c0; c < c1; ++c) {
+        if (!mask.keep(static_cast<uint64_t>(row * s.c + c))) continue;
+        const double g = dy[c] * scale;
+        te[c] = static_cast<T>(te[c] + g);
+        pe[c] = static_cast<T>(pe[c] + g);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::embedding_forward(const EmbeddingForwardArgs& args) {
+  const EmbeddingShape s = embedding_shape("embedding_forward", args.out, args.tokens, args.wte, args.wpe, "out");
+  const DType dtype = common_float_dtype({&args.out, &args.wte, &args.wpe});
+  const DropoutMask mask(args.dropout);
+  dispatch_float(dtype, [&]<class T>(T) {
+    embedding_forward_kernel(args.out.as<T>(), args.tokens.as<int32_t>(), args.wte.as<T>(), args.wpe.as<T>(), s, mask);
+  });
+}
+
+void CpuBackend::embedding_backward(const EmbeddingBackwardArgs& args) {
+  const EmbeddingShape s = embedding_shape("embedding_backward", args.dout, args.tokens, args.dwte, args.dwpe, "dout");
+  const DType dtype = common_float_dtype({&args.dwte, &args.dwpe, &args.dout});
+  const DropoutMask mask(args.dropout);
+  dispatch_float(dtype, [&]<class T>(T) {
+    embedding_backward_kernel(args.dwte.as<T>(), args.dwpe.as<T>(), args.dout.as<T>(), args.tokens.as<int32_t>(), s, mask);
+  });
+}
+
+}  // namespace gpt::cpu

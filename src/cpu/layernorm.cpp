@@ -1,0 +1,143 @@
+// LayerNorm over the last dimension C of in [N,C] (leading dimensions folded), as llm.c's layernorm:
+//   mean = sum(x)/C, rstd = 1/sqrt(sum((x-mean)^2)/C + eps), n = (x-mean)*rstd, out = n*w + b;
+// mean and rstd [N] are saved for backward. Backward, with dn = w*dout:
+//   din += (dn - mean(dn) - n*mean(dn*n)) * rstd,  dweight += sum_rows(dout*n),  dbias += sum_rows(dout).
+// Rows are independent (OpenMP over rows, double accumulators). The weight/bias reductions run in a
+// second pass where threads own blocks of columns and walk the rows in order, so they are bitwise
+// reproducible whatever the thread count.
+#include "cpu/cpu_backend.h"
+#include "cpu/dispatch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace gpt::cpu {
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 14;
+
+template <class T>
+void layernorm_forward_kernel(T* out, T* mean, T* rstd, const T* in, const T* weight, const T* bias, int64_t n_rows, int64_t c,
+                              double eps) {
+#pragma omp parallel for schedule(static) if (n_rows * c > kParallelMin)
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const T* x = in + i * c;
+    Accum<T> sum = 0;
+    for (int64_t j = 0; j < c; ++j) sum += x[j];
+    const Accum<T> m = sum / c;
+    Accum<T> var = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      const Accum<T> d = x[j] - m;
+      var += d * d;
+    }
+    const Accum<T> s = 1.0 / std::sqrt(var / c + eps);
+    T* y = out + i * c;
+    for (int64_t j = 0; j < c; ++j) y[j] = static_cast<T>((x[j] - m) * s * weight[j] + bias[j]);
+    mean[i] = static_cast<T>(m);
+    rstd[i] = static_cast<T>(s);
+  }
+}
+
+template <class T>
+void layernorm_input_grad(T* din, const T* dout, const T* in, const T* weight, const T* mean, const T* rstd, int64_t n_rows,
+                          int64_t c) {
+#pragma omp parallel for schedule(static) if (n_rows * c > kParallelMin)
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const T* x = in + i * c;
+    const T* dy = dout + i * c;
+    const Accum<T> m = mean[i], s = rstd[i];
+    Accum<T> dn_sum = 0, dn_n_sum = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      const Accum<T> dn = static_cast<Accum<T>>(weight[j]) * dy[j];
+      dn_sum += dn;
+      dn_n_sum += dn * ((x[j] - m) * s);
+    }
+    const Accum<T> dn_mean = dn_sum / c, dn_n_mean = dn_n_sum / c;
+    T* dx = din + i * c;
+    for (int64_t j = 0; j < c; ++j) {
+      const Accum<T> dn = static_cast<Accum<T>>(weight[j]) * dy[j];
+      const Accum<T> norm = (x[j] - m) * s;
+      dx[j] = static_cast<T>(dx[j] + (dn - dn_mean - norm * dn_n_mean) * s);
+    }
+  }
+}
+
+constexpr int64_t kColumnBlock = 64;
+
+template <class T>
+void layernorm_param_grads(T* dweight, T* dbias, const T* dout, const T* in, const T* mean, const T* rstd, int64_t n_rows,
+                           int64_t c) {
+  const int64_t blocks = (c + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (n_rows * c > kParallelMin)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t j0 = blk * kColumnBlock;
+    const int64_t width = std::min(kColumnBlock, c - j0);
+    Accum<T> dw[kColumnBlock] = {}, db[kColumnBlock] = {};
+    for (int64_t i = 0; i < n_rows; ++i) {
+      const T* x = in + i * c + j0;
+      const T* dy = dout + i * c + j0;
+      const Accum<T> m = mean[i], s = rstd[i];
+      for (int64_t j = 0; j < width; ++j) {
+        dw[j] += dy[j] * ((x[j] - m) * s);
+        db[j] += dy[j];
+      }
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      dweight[j0 + j] = static_cast<T>(dweight[j0 + j] + dw[j]);
+      dbias[j0 + j] = static_cast<T>(dbias[j0 + j] + db[j]);
+    }
+  }
+}
+
+// Checks the shapes shared by forward and backward; returns {rows, channels}.
+std::pair<int64_t, int64_t> layernorm_shape(const char* op, const Tensor& in, const Tensor& weight, const Tensor& mean,
+                                            const Tensor& rstd) {
+  GPT_CHECK(!in.empty() && in.ndim >= 1, "{}: in must be given", op);
+  const int64_t c = in.dim(-1);
+  GPT_CHECK(c > 0, "{}: in {} has no channels", op, in.shape_string());
+  const int64_t n = in.numel() / c;
+  GPT_CHECK(!weight.empty() && weight.numel() == c, "{}: weight {} should have {} elements (the channels of in {})", op,
+            weight.shape_string(), c, in.shape_string());
+  GPT_CHECK(!mean.empty() && mean.numel() == n, "{}: mean {} should have {} elements (one per row)", op, mean.shape_string(), n);
+  GPT_CHECK(!rstd.empty() && rstd.numel() == n, "{}: rstd {} should have {} elements (one per row)", op, rstd.shape_string(), n);
+  return {n, c};
+}
+
+}  // namespace
+
+void CpuBackend::layernorm_forward(const LayerNormForwardArgs& args) {
+  const auto [n, c] = layernorm_shape("layernorm_forward", args.in, args.weight, args.mean, args.rstd);
+  GPT_CHECK(!args.bias.empty() && args.bias.numel() == c, "layernorm_forward: bias {} should have {} elements",
+            args.bias.shape_string(), c);
+  GPT_CHECK(!args.out.empty() && args.out.numel() == args.in.numel(), "layernorm_forward: out {} should match in {}",
+            args.out.shape_string(), args.in.shape_string());
+  const DType dtype = common_float_dtype({&args.out, &args.mean, &args.rstd, &args.in, &args.weight, &args.bias});
+  dispatch_float(dtype, [&]<class T>(T) {
+    layernorm_forward_kernel(args.out.as<T>(), args.mean.as<T>(), args.rstd.as<T>(), args.in.as<T>(), args.weight.as<T>(),
+                             args.bias.as<T>(), n, c, static_cast<double>(args.eps));
+  });
+}
+
+void CpuBackend::layernorm_backward(const LayerNormBackwardArgs& args) {
+  const auto [n, c] = layernorm_shape("layernorm_backward", args.in, args.weight, args.mean, args.rstd);
+  GPT_CHECK(!args.dweight.empty() && args.dweight.numel() == c, "layernorm_backward: dweight {} should have {} elements",
+            args.dweight.shape_string(), c);
+  GPT_CHECK(!args.dbias.empty() && args.dbias.numel() == c, "layernorm_backward: dbias {} should have {} elements",
+            args.dbias.shape_string(), c);
+  GPT_CHECK(!args.din.empty() && args.din.numel() == args.in.numel(), "layernorm_backward: din {} should match in {}",
+            args.din.shape_string(), args.in.shape_string());
+  GPT_CHECK(!args.dout.empty() && args.dout.numel() == args.in.numel(), "layernorm_backward: dout {} should match in {}",
+            args.dout.shape_string(), args.in.shape_string());
+  const DType dtype = common_float_dtype(
+      {&args.din, &args.dweight, &args.dbias, &args.dout, &args.in, &args.weight, &args.mean, &args.rstd});
+  dispatch_float(dtype, [&]<class T>(T) {
+    layernorm_input_grad(args.din.as<T>(), args.dout.as<T>(), args.in.as<T>(), args.weight.as<T>(), args.mean.as<T>(),
+                         args.rstd.as<T>(), n, c);
+    layernorm_param_grads(args.dweight.as<T>(), args.dbias.as<T>(), args.dout.as<T>(), args.in.as<T>(), args.mean.as<T>(),
+                          args.rstd.as<T>(), n, c);
+  });
+}
+
+}  // namespace gpt::cpu

@@ -1,0 +1,114 @@
+// matmul: out[M,N] = alpha * op(a)[M,K] op(b)[K,N] + beta * out + bias[N], one BLAS gemm (row-major;
+// sgemm for f32, dgemm for f64) followed by a bias pass over the rows. Leading dimensions are folded:
+// a [B,T,C] tensor is the [B*T, C] matrix. a is [M,K] or, with trans_a, [K,M]; b is [K,N] or, with
+// trans_b, [N,K] (a linear layer's weight W[OC,IC] is used with trans_b).
+//
+// bias_backward: dbias[j] += sum_i dout[i,j]. Threads own blocks of columns and walk all rows in order,
+// so every column's sum has one fixed order (double accumulator) whatever the thread count.
+#include "cpu/cpu_backend.h"
+#include "cpu/dispatch.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <type_traits>
+
+namespace gpt::cpu {
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 14;
+
+// A tensor seen as a matrix: all leading dimensions folded into rows.
+struct MatrixShape {
+  int64_t rows;
+  int64_t cols;
+};
+
+MatrixShape as_matrix(const Tensor& t, const char* name) {
+  GPT_CHECK(!t.empty() && t.ndim >= 1, "matmul: {} must be a tensor of rank >= 1", name);
+  const int64_t cols = t.dim(-1);
+  GPT_CHECK(cols > 0, "matmul: {} {} has no columns", name, t.shape_string());
+  return {t.numel() / cols, cols};
+}
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
+          int ldc) {
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+template <class T>
+void add_bias(T* out, const T* bias, int64_t m, int64_t n) {
+#pragma omp parallel for schedule(static) if (m * n > kParallelMin)
+  for (int64_t i = 0; i < m; ++i) {
+    T* row = out + i * n;
+    for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+  }
+}
+
+constexpr int64_t kColumnBlock = 64;
+
+template <class T>
+void bias_backward_kernel(T* dbias, const T* dout, int64_t m, int64_t n) {
+  const int64_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (m * n > kParallelMin)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t j0 = blk * kColumnBlock;
+    const int64_t width = std::min(kColumnBlock, n - j0);
+    Accum<T> acc[kColumnBlock] = {};
+    for (int64_t i = 0; i < m; ++i) {
+      const T* row = dout + i * n + j0;
+      for (int64_t j = 0; j < width; ++j) acc[j] += row[j];
+    }
+    for (int64_t j = 0; j < width; ++j) dbias[j0 + j] = static_cast<T>(dbias[j0 + j] + acc[j]);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::matmul(const MatmulArgs& args) {
+  const MatrixShape a = as_matrix(args.a, "a");
+  const MatrixShape b = as_matrix(args.b, "b");
+  const MatrixShape out = as_matrix(args.out, "out");
+  const int64_t m = args.trans_a ? a.cols : a.rows;
+  const int64_t k = args.trans_a ? a.rows : a.cols;
+  const int64_t kb = args.trans_b ? b.cols : b.rows;
+  const int64_t n = args.trans_b ? b.rows : b.cols;
+  GPT_CHECK(k == kb, "matmul: inner dimensions differ: op(a) is [{},{}] (a {}{}), op(b) is [{},{}] (b {}{})", m, k,
+            args.a.shape_string(), args.trans_a ? " transposed" : "", kb, n, args.b.shape_string(),
+            args.trans_b ? " transposed" : "");
+  GPT_CHECK(out.rows == m && out.cols == n, "matmul: out {} should be [{},{}] (last dimension {}, leading ones folding to {})",
+            args.out.shape_string(), m, n, n, m);
+  GPT_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "matmul: [{},{}]x[{},{}] exceeds the BLAS int range", m, k, k, n);
+  if (!args.bias.empty()) {
+    GPT_CHECK(args.bias.numel() == n, "matmul: bias {} should have {} elements (the output columns)", args.bias.shape_string(), n);
+  }
+  const DType dtype = common_float_dtype({&args.out, &args.a, &args.b, &args.bias});
+  dispatch_float(dtype, [&]<class T>(T) {
+    gemm<T>(args.trans_a, args.trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), static_cast<T>(args.alpha),
+            args.a.as<T>(), static_cast<int>(a.cols), args.b.as<T>(), static_cast<int>(b.cols), static_cast<T>(args.beta),
+            args.out.as<T>(), static_cast<int>(n));
+    if (!args.bias.empty()) add_bias(args.out.as<T>(), args.bias.as<T>(), m, n);
+  });
+}
+
+void CpuBackend::bias_backward(const BiasBackwardArgs& args) {
+  GPT_CHECK(!args.dbias.empty() && !args.dout.empty() && args.dout.ndim >= 1, "bias_backward: dbias and dout must be given");
+  const int64_t n = args.dout.dim(-1);
+  GPT_CHECK(args.dbias.numel() == n, "bias_backward: dbias {} should have {} elements (the columns of dout {})",
+            args.dbias.shape_string(), n, args.dout.shape_string());
+  const DType dtype = common_float_dtype({&args.dbias, &args.dout});
+  dispatch_float(dtype, [&]<class T>(T) {
+    bias_backward_kernel(args.dbias.as<T>(), args.dout.as<T>(), n == 0 ? 0 : args.dout.numel() / n, n);
+  });
+}
+
+}  // namespace gpt::cpu

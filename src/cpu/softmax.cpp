@@ -1,0 +1,80 @@
+// Row-wise softmax over the last dimension D of a tensor seen as [N,D].
+//   forward:  out[j] = exp(in[j] - max) / sum_k exp(in[k] - max)
+//   backward: din[j] = out[j] * (dout[j] - sum_k dout[k] out[k])
+// Sums accumulate in double. The backward reduces a row before writing it, so din may alias dout or out.
+#include "cpu/cpu_backend.h"
+#include "cpu/dispatch.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gpt::cpu {
+namespace {
+
+template <class T>
+void softmax_forward_kernel(T* out, const T* in, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x = in + r * cols;
+    T* y = out + r * cols;
+    T max_val = x[0];
+    for (int64_t j = 1; j < cols; ++j) max_val = std::max(max_val, x[j]);
+    Accum<T> sum = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      const T e = std::exp(x[j] - max_val);
+      y[j] = e;
+      sum += e;
+    }
+    const T inv = static_cast<T>(1.0 / sum);
+    for (int64_t j = 0; j < cols; ++j) y[j] *= inv;
+  }
+}
+
+template <class T>
+void softmax_backward_kernel(T* din, const T* dout, const T* out, int64_t rows, int64_t cols) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* dy = dout + r * cols;
+    const T* y = out + r * cols;
+    T* dx = din + r * cols;
+    Accum<T> dot = 0;
+    for (int64_t j = 0; j < cols; ++j) dot += static_cast<Accum<T>>(dy[j]) * y[j];
+    const T d = static_cast<T>(dot);
+    for (int64_t j = 0; j < cols; ++j) dx[j] = y[j] * (dy[j] - d);
+  }
+}
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
+  GPT_CHECK(a.ndim == b.ndim && a.numel() == b.numel() && a.dim(-1) == b.dim(-1),
+            "softmax: {} has shape {}, expected {}", what, a.shape_string(), b.shape_string());
+}
+
+}  // namespace
+
+void CpuBackend::softmax_forward(const SoftmaxForwardArgs& args) {
+  GPT_CHECK(!args.in.empty() && !args.out.empty() && args.in.ndim >= 1, "softmax_forward: in and out are required");
+  check_same_shape(args.out, args.in, "out");
+  const int64_t cols = args.in.dim(-1);
+  GPT_CHECK(cols > 0, "softmax_forward: empty last dimension in shape {}", args.in.shape_string());
+  const int64_t rows = args.in.numel() / cols;
+  dispatch_float(common_float_dtype({&args.out, &args.in}), [&](auto zero) {
+    using T = decltype(zero);
+    softmax_forward_kernel(args.out.as<T>(), args.in.as<T>(), rows, cols);
+  });
+}
+
+void CpuBackend::softmax_backward(const SoftmaxBackwardArgs& args) {
+  GPT_CHECK(!args.din.empty() && !args.dout.empty() && !args.out.empty() && args.out.ndim >= 1,
+            "softmax_backward: din, dout and out are required");
+  check_same_shape(args.din, args.out, "din");
+  check_same_shape(args.dout, args.out, "dout");
+  const int64_t cols = args.out.dim(-1);
+  GPT_CHECK(cols > 0, "softmax_backward: empty last dimension in shape {}", args.out.shape_string());
+  const int64_t rows = args.out.numel() / cols;
+  dispatch_float(common_float_dtype({&args.din, &args.dout, &args.out}), [&](auto zero) {
+    using T = decltype(zero);
+    softmax_backward_kernel(args.din.as<T>(), args.dout.as<T>(), args.out.as<T>(), rows, cols);
+  });
+}
+
+}  // namespace gpt::cpu
