@@ -48,7 +48,7 @@ struct DataConfig {
   void visit(V& v) {
     v.field("train", train, "Glob of llm.c-format token shards to train on.");
     v.field("val", val, "Glob of held-out shards for the validation loss (empty disables validation).");
-    v.choice("tokenizer", tokenizer, {"byte"}, "How samples are decoded to text: byte (vocabulary 256).");
+    v.choice("tokenizer", tokenizer, {"byte"}, "How text is encoded and samples decoded (byte: vocabulary 256; GPT-2 BPE comes later).");
   }
 };
 
@@ -71,7 +71,7 @@ struct TrainConfig {
 
   template <class V>
   void visit(V& v) {
-    v.choice("backend", backend, {"cpu", "cuda", "auto"}, "Where the ops run: cpu, cuda, or auto (CUDA when built with it and a GPU is present).");
+    v.choice("backend", backend, {"cpu", "cuda", "auto"}, "Where the ops run; auto picks CUDA when built with it and a GPU is present.");
     v.field("threads", threads, "CPU threads for OpenMP and OpenBLAS; 0 uses all cores.");
     v.field("seed", seed, "Seed of the initialisation, the data order and dropout.");
     v.field("batch_size", batch_size, "Micro-batch size B (sequences per forward/backward).");
@@ -106,12 +106,12 @@ struct OptimConfig {
     v.field("lr", lr, "Peak learning rate.");
     v.field("min_lr_ratio", min_lr_ratio, "The decay ends at lr * min_lr_ratio.");
     v.field("warmup_steps", warmup_steps, "Linear warm-up from lr / warmup_steps to lr over this many steps.");
-    v.choice("schedule", schedule, {"cosine", "linear", "constant"}, "Decay after warm-up: cosine, linear, or constant.");
+    v.choice("schedule", schedule, {"cosine", "linear", "constant"}, "Decay after warm-up, down to lr * min_lr_ratio.");
     v.field("beta1", beta1, "AdamW first-moment decay.");
     v.field("beta2", beta2, "AdamW second-moment decay.");
     v.field("eps", eps, "AdamW epsilon.");
     v.field("weight_decay", weight_decay, "Decoupled weight decay.");
-    v.subset("no_decay", no_decay, {"bias", "layernorm", "embedding"}, "Parameter kinds exempt from weight decay: any of bias, layernorm, embedding.");
+    v.subset("no_decay", no_decay, {"bias", "layernorm", "embedding"}, "Parameter kinds exempt from weight decay.");
     v.field("grad_clip", grad_clip, "Clip the global gradient norm to this value (0 disables).");
   }
 };

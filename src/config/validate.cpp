@@ -1,0 +1,209 @@
+// Value checks run after a Config is read: ranges, the relations between keys, and the allowed
+// values of choice and subset keys. Each error names the key, where its value came from, what is
+// wrong and what would be right.
+#include "config/validate.h"
+
+#include "core/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+#include <set>
+
+namespace gpt::config_detail {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Optimal string alignment distance: Levenshtein plus adjacent transpositions ("modle" -> "model" is 1).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// Walks the choice and subset keys and checks their values against the allowed lists.
+class ChoiceChecker {
+ public:
+  explicit ChoiceChecker(const KeyOrigins& origins) : origins_(origins) {}
+
+  template <class S>
+  void section(std::string_view name, S& s) {
+    prefix_ = std::string(name);
+    s.visit(*this);
+  }
+  template <class T>
+  void field(std::string_view, T&, std::string_view) {}
+
+  void choice(std::string_view key, const std::string& value, const std::vector<std::string>& allowed, std::string_view) {
+    if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
+    std::string name = full(key);
+    GPT_FAIL("{}: {}: '{}' is not allowed{}; use one of: {}", where(name), name, value, did_you_mean(value, allowed),
+             join(allowed));
+  }
+
+  void subset(std::string_view key, const std::vector<std::string>& values, const std::vector<std::string>& allowed,
+              std::string_view) {
+    std::string name = full(key);
+    std::set<std::string> seen;
+    for (const auto& v : values) {
+      if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
+        GPT_FAIL("{}: {}: '{}' is not allowed{}; each entry must be one of: {}", where(name), name, v,
+                 did_you_mean(v, allowed), join(allowed));
+      if (!seen.insert(v).second)
+        GPT_FAIL("{}: {}: '{}' is listed twice; list each entry once", where(name), name, v);
+    }
+  }
+
+ private:
+  std::string full(std::string_view key) const { return prefix_ + "." + std::string(key); }
+  std::string where(const std::string& name) const {
+    auto it = origins_.find(name);
+    return it == origins_.end() ? "default" : it->second;
+  }
+
+  const KeyOrigins& origins_;
+  std::string prefix_;
+};
+
+// The range checks, each naming the key and where its value came from.
+class Checker {
+ public:
+  explicit Checker(const KeyOrigins& origins) : origins_(origins) {}
+
+  std::string where(const std::string& name) const {
+    auto it = origins_.find(name);
+    return it == origins_.end() ? "default" : it->second;
+  }
+
+  [[noreturn]] void fail(const std::string& name, const std::string& what, const std::string& fix) const {
+    GPT_FAIL("{}: {}: {}; {}", where(name), name, what, fix);
+  }
+
+  template <class T>
+  void at_least(const std::string& name, T value, T min, std::string_view note = "") const {
+    if (!(value >= min)) fail(name, fmt::format("{} is too small", value), fmt::format("it must be at least {}{}", min, note));
+  }
+  void positive(const std::string& name, double value) const {
+    if (!(value > 0)) fail(name, fmt::format("{} is not positive", value), "it must be greater than 0");
+  }
+  // lo <= value < hi, or lo <= value <= hi when closed.
+  void in_range(const std::string& name, double value, double lo, double hi, bool closed) const {
+    bool ok = value >= lo && (closed ? value <= hi : value < hi);
+    if (!ok)
+      fail(name, fmt::format("{} is outside [{}, {}{}", value, lo, hi, closed ? "]" : ")"),
+           fmt::format("it must be at least {} and {} {}", lo, closed ? "at most" : "below", hi));
+  }
+
+ private:
+  const KeyOrigins& origins_;
+};
+
+// The divisors of n nearest below and above k, as "4 or 8", for the n_head hint.
+std::string nearby_divisors(int n, int k) {
+  int below = 0, above = 0;
+  for (int d = std::min(k, n); d >= 1; --d)
+    if (n % d == 0) { below = d; break; }
+  for (int d = std::max(k, 1); d <= n; ++d)
+    if (n % d == 0) { above = d; break; }
+  if (below == 0 || below == above) return fmt::format("{}", above);
+  return fmt::format("{} or {}", below, above);
+}
+
+}  // namespace
+
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string w = lower(word);
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(w, lower(c));
+    if (d < best_d) best_d = d, best = c;
+  }
+  size_t limit = std::max<size_t>(1, std::min<size_t>(3, (w.size() + 1) / 3));
+  return best_d <= limit ? best : std::string();
+}
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string m = closest_match(word, candidates);
+  return m.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", m);
+}
+
+void validate_config(const Config& config, const KeyOrigins& origins) {
+  Checker c(origins);
+  const ModelConfig& m = config.model;
+  c.at_least("model.vocab_size", m.vocab_size, 1);
+  c.at_least("model.vocab_pad_multiple", m.vocab_pad_multiple, 1);
+  c.at_least("model.context_length", m.context_length, 1);
+  c.at_least("model.n_layer", m.n_layer, 1);
+  c.at_least("model.n_head", m.n_head, 1);
+  c.at_least("model.n_embd", m.n_embd, 1);
+  if (m.n_embd % m.n_head != 0)
+    c.fail("model.n_head",
+           fmt::format("{} heads do not divide model.n_embd = {} ({})", m.n_head, m.n_embd, c.where("model.n_embd")),
+           fmt::format("n_head must divide n_embd, e.g. {}", nearby_divisors(m.n_embd, m.n_head)));
+  c.in_range("model.dropout", m.dropout, 0.0, 1.0, false);
+  c.positive("model.init_std", m.init_std);
+
+  if (config.data.train.empty())
+    c.fail("data.train", "is empty", "give a glob of training shards, e.g. data/demo/train_*.bin");
+
+  const TrainConfig& t = config.train;
+  c.at_least("train.threads", t.threads, 0, " (0 uses all cores)");
+  c.at_least("train.batch_size", t.batch_size, 1);
+  c.at_least("train.seq_len", t.seq_len, 1);
+  if (t.seq_len > m.context_length)
+    c.fail("train.seq_len",
+           fmt::format("{} exceeds model.context_length = {} ({})", t.seq_len, m.context_length,
+                       c.where("model.context_length")),
+           fmt::format("use train.seq_len <= {} or raise model.context_length", m.context_length));
+  c.at_least("train.grad_accum_steps", t.grad_accum_steps, 1);
+  c.at_least("train.steps", t.steps, 0, " (0 only evaluates or samples)");
+  c.at_least("train.eval_every", t.eval_every, 0, " (0 disables)");
+  c.at_least("train.eval_batches", t.eval_batches, 1);
+  c.at_least("train.sample_every", t.sample_every, 0, " (0 disables)");
+  c.at_least("train.sample_tokens", t.sample_tokens, 0);
+  c.positive("train.sample_temperature", t.sample_temperature);
+  c.at_least("train.sample_top_k", t.sample_top_k, 0, " (0 samples from all tokens)");
+
+  const OptimConfig& o = config.optim;
+  c.positive("optim.lr", o.lr);
+  c.in_range("optim.min_lr_ratio", o.min_lr_ratio, 0.0, 1.0, true);
+  c.at_least("optim.warmup_steps", o.warmup_steps, 0);
+  c.in_range("optim.beta1", o.beta1, 0.0, 1.0, false);
+  c.in_range("optim.beta2", o.beta2, 0.0, 1.0, false);
+  c.positive("optim.eps", o.eps);
+  c.at_least("optim.weight_decay", o.weight_decay, 0.0);
+  c.at_least("optim.grad_clip", o.grad_clip, 0.0, " (0 disables clipping)");
+
+  c.at_least("checkpoint.every", config.checkpoint.every, 0, " (0 writes only the final checkpoint)");
+  c.at_least("checkpoint.keep_last", config.checkpoint.keep_last, 0, " (0 keeps all)");
+  c.at_least("log.every", config.log.every, 1);
+
+  Config copy = config;
+  ChoiceChecker choices(origins);
+  copy.visit(choices);
+}
+
+}  // namespace gpt::config_detail
