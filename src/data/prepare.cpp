@@ -1,0 +1,139 @@
+#include "data/prepare.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <span>
+
+#include "core/error.h"
+#include "data/shard.h"
+#include "data/tokenizer.h"
+
+namespace gpt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  GPT_CHECK(fs::exists(status), "input text file {} does not exist", path);
+  GPT_CHECK(fs::is_regular_file(status), "input text file {} is not a regular file", path);
+  std::ifstream in(path, std::ios::binary);
+  GPT_CHECK(in.is_open(), "cannot open input text file {}: {}", path, std::strerror(errno));
+  const uint64_t size = fs::file_size(path);
+  GPT_CHECK(size > 0, "input text file {} is empty", path);
+  std::string text(size, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  GPT_CHECK(static_cast<uint64_t>(in.gcount()) == size, "read {} of the {} bytes of input text file {}", in.gcount(),
+            size, path);
+  return text;
+}
+
+std::vector<std::string> write_split(const std::string& out_dir, const std::string& split, std::span<const int> tokens,
+                                     size_t shard_tokens, int vocab_size) {
+  std::vector<std::string> paths;
+  std::vector<uint16_t> chunk;
+  for (size_t begin = 0; begin < tokens.size(); begin += shard_tokens) {
+    const size_t n = std::min(shard_tokens, tokens.size() - begin);
+    chunk.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int token = tokens[begin + i];
+      GPT_CHECK(token >= 0 && token < vocab_size, "prepare: the tokenizer produced token {}, outside its vocab of {}",
+                token, vocab_size);
+      chunk[i] = static_cast<uint16_t>(token);
+    }
+    const std::string path = (fs::path(out_dir) / fmt::format("{}_{:06d}.bin", split, paths.size())).string();
+    write_shard(path, chunk);
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+bool is_shard_name(const std::string& name) {
+  for (const std::string prefix : {"train_", "val_"}) {
+    const size_t digits = 6;
+    if (name.size() != prefix.size() + digits + 4 || !name.starts_with(prefix) || !name.ends_with(".bin")) continue;
+    const std::string middle = name.substr(prefix.size(), digits);
+    if (std::all_of(middle.begin(), middle.end(), [](char c) { return c >= '0' && c <= '9'; })) return true;
+  }
+  return false;
+}
+
+void remove_stale_shards(const std::string& out_dir, const PrepareResult& result) {
+  std::set<std::string> written;
+  for (const auto& p : result.train_shards) written.insert(fs::path(p).filename().string());
+  for (const auto& p : result.val_shards) written.insert(fs::path(p).filename().string());
+  std::vector<fs::path> stale;
+  std::error_code ec;
+  for (fs::directory_iterator it(out_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec) && is_shard_name(name) && !written.contains(name)) stale.push_back(it->path());
+  }
+  GPT_CHECK(!ec, "prepare: cannot list output directory {}: {}", out_dir, ec.message());
+  std::sort(stale.begin(), stale.end());
+  for (const fs::path& path : stale) {
+    spdlog::warn("removing stale token shard {} from an earlier prepare", path.string());
+    fs::remove(path, ec);
+    GPT_CHECK(!ec, "prepare: cannot remove stale token shard {}: {}", path.string(), ec.message());
+  }
+}
+
+}  // namespace
+
+PrepareResult prepare_dataset(const PrepareOptions& options) {
+  GPT_CHECK(!options.input.empty(), "prepare: no input text file given");
+  GPT_CHECK(!options.out_dir.empty(), "prepare: no output directory given");
+  GPT_CHECK(std::isfinite(options.val_fraction) && options.val_fraction >= 0.0 && options.val_fraction < 1.0,
+            "prepare: val_fraction is {}, expected a value in [0, 1)", options.val_fraction);
+  GPT_CHECK(options.shard_tokens >= 1 && options.shard_tokens <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),
+            "prepare: shard_tokens is {}, expected 1 to {}", options.shard_tokens, std::numeric_limits<int32_t>::max());
+
+  const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(options.tokenizer);
+  GPT_CHECK(tokenizer->vocab_size() <= kShardMaxVocab,
+            "prepare: tokenizer {} has {} tokens, more than the {} that uint16 token shards can hold",
+            tokenizer->name(), tokenizer->vocab_size(), kShardMaxVocab);
+
+  const std::string text = read_text_file(options.input);
+  const std::vector<int> tokens = tokenizer->encode(text);
+  const size_t n = tokens.size();
+  const auto n_val = static_cast<size_t>(std::llround(options.val_fraction * static_cast<double>(n)));
+  GPT_CHECK(n_val < n, "prepare: input text file {} has only {} tokens, none left for training after holding out {}",
+            options.input, n, n_val);
+  if (options.val_fraction > 0.0 && n_val == 0)
+    spdlog::warn("prepare: {} has only {} tokens; val_fraction {} leaves no validation tokens", options.input, n,
+                 options.val_fraction);
+
+  std::error_code ec;
+  fs::create_directories(options.out_dir, ec);
+  GPT_CHECK(!ec, "prepare: cannot create output directory {}: {}", options.out_dir, ec.message());
+
+  PrepareResult result;
+  result.tokenizer = tokenizer->name();
+  result.vocab_size = tokenizer->vocab_size();
+  result.text_bytes = text.size();
+  result.train_tokens = n - n_val;
+  result.val_tokens = n_val;
+  const std::span<const int> all(tokens);
+  result.train_shards = write_split(options.out_dir, "train", all.first(n - n_val), options.shard_tokens,
+                                    result.vocab_size);
+  result.val_shards = write_split(options.out_dir, "val", all.last(n_val), options.shard_tokens, result.vocab_size);
+  remove_stale_shards(options.out_dir, result);
+
+  spdlog::info("prepared {}: {} bytes -> {} {} tokens (vocab {}); train {} tokens in {} shard(s), val {} tokens in "
+               "{} shard(s), under {}",
+               options.input, result.text_bytes, n, result.tokenizer, result.vocab_size, result.train_tokens,
+               result.train_shards.size(), result.val_tokens, result.val_shards.size(), options.out_dir);
+  return result;
+}
+
+}  // namespace gpt

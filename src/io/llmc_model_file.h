@@ -1,0 +1,54 @@
+// llm.c GPT-2 model files (karpathy/llm.c train_gpt2.py write_model): a header of 256 little-endian int32 —
+// [0] magic 20240326, [1] version (3: fp32 parameters, 5: bf16), [2] max_seq_len, [3] vocab_size,
+// [4] num_layers, [5] num_heads, [6] channels, [7] padded_vocab_size — then every parameter tensor, back to
+// back, in the order of kLlmcParameterNames. Only version 3 (fp32) is read and written here.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace gpt {
+
+inline constexpr int32_t kLlmcModelMagic = 20240326;
+inline constexpr int32_t kLlmcModelVersionFp32 = 3;
+inline constexpr int32_t kLlmcModelVersionBf16 = 5;
+inline constexpr size_t kLlmcHeaderInts = 256;
+inline constexpr size_t kLlmcHeaderBytes = kLlmcHeaderInts * sizeof(int32_t);
+inline constexpr size_t kLlmcNumParameterTensors = 16;
+
+// Shapes with L layers, C channels, Vp padded vocab, maxT positions:
+// wte[Vp,C] wpe[maxT,C] ln1w[L,C] ln1b[L,C] qkvw[L,3C,C] qkvb[L,3C] attprojw[L,C,C] attprojb[L,C]
+// ln2w[L,C] ln2b[L,C] fcw[L,4C,C] fcb[L,4C] fcprojw[L,C,4C] fcprojb[L,C] lnfw[C] lnfb[C]
+inline constexpr std::array<std::string_view, kLlmcNumParameterTensors> kLlmcParameterNames = {
+    "wte",  "wpe",      "ln1w", "ln1b", "qkvw", "qkvb",    "attprojw", "attprojb",
+    "ln2w", "ln2b",     "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw",     "lnfb"};
+
+struct LlmcModelHeader {
+  int max_seq_len = 0;
+  int vocab_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int channels = 0;
+  int padded_vocab_size = 0;
+
+  // Element counts of the tensors, in kLlmcParameterNames order.
+  std::array<size_t, kLlmcNumParameterTensors> parameter_sizes() const;
+  size_t num_parameters() const;
+  bool operator==(const LlmcModelHeader&) const = default;
+};
+
+// Reads and checks the header: magic, version 3, positive sizes, heads dividing channels, padded vocab ≥ vocab.
+LlmcModelHeader read_llmc_header(const std::string& path);
+
+// Reads all parameters into out (size expected.num_parameters()). Throws naming every header field that
+// differs from expected, or the file and both sizes when the file is not header + num_parameters floats.
+void read_llmc_parameters(const std::string& path, const LlmcModelHeader& expected, std::span<float> out);
+
+// Writes a version 3 file to "<path>.tmp" and renames it to path.
+void write_llmc_model(const std::string& path, const LlmcModelHeader& header, std::span<const float> params);
+
+}  // namespace gpt
