@@ -1,0 +1,170 @@
+#include "cli/commands.h"
+
+#include "backend/cuda_entry.h"
+#include "cli/args.h"
+#include "config/config_loader.h"
+#include "data/prepare.h"
+#include "data/tokenizer.h"
+#include "io/checkpoint.h"
+#include "io/llmc_model_file.h"
+#include "train/sampler.h"
+#include "train/trainer.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <iostream>
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+const std::vector<OptionSpec> kTrainOptions = {
+    {"set", "KEY=VALUE", "Override a config key, e.g. --set train.steps=100 (repeatable).", true},
+};
+
+const std::vector<OptionSpec> kPrepareOptions = {
+    {"input", "FILE", "Text file to tokenize (required)."},
+    {"out", "DIR", "Directory for train_*.bin and val_*.bin shards (required)."},
+    {"val-fraction", "F", "Fraction of tokens, taken from the end of the text, held out for validation (default 0.1)."},
+    {"tokenizer", "NAME", "Tokenizer: byte (default)."},
+};
+
+const std::vector<OptionSpec> kSampleOptions = {
+    {"prompt", "TEXT", "Text to continue (default: start from the end-of-text token)."},
+    {"tokens", "N", "Tokens to generate (default 200)."},
+    {"temperature", "T", "Sampling temperature (default 1.0)."},
+    {"top-k", "K", "Sample among the K most likely tokens only (default 0 = all)."},
+    {"seed", "S", "Random seed (default 1)."},
+    {"threads", "N", "CPU threads (default: all cores)."},
+};
+
+const std::vector<OptionSpec> kConfigOptions = {
+    {"set", "KEY=VALUE", "Override a config key (repeatable).", true},
+    {"reference", "", "Print the Markdown reference of every config key instead."},
+};
+
+void set_log_level(const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); }
+
+int run_train(const std::vector<std::string>& argv) {
+  ParsedArgs args = parse_args("train", argv, kTrainOptions);
+  GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train train CONFIG.yaml [--set key=value ...]");
+  Config config = load_config(args.positionals[0], args.all("set"));
+  set_log_level(config.log.level);
+  Trainer trainer(config, config_to_yaml(config));
+  TrainSummary summary = trainer.run();
+  if (summary.last_val_loss) spdlog::info("final val loss {:.4f}", *summary.last_val_loss);
+  return 0;
+}
+
+int run_prepare(const std::vector<std::string>& argv) {
+  ParsedArgs args = parse_args("prepare", argv, kPrepareOptions);
+  GPT_CHECK(args.positionals.empty(), "gpt-train prepare takes no positional arguments (got '{}')",
+            args.positionals.empty() ? "" : args.positionals[0]);
+  PrepareOptions options;
+  options.input = args.get("input");
+  options.out_dir = args.get("out");
+  GPT_CHECK(!options.input.empty() && !options.out_dir.empty(), "usage: gpt-train prepare --input FILE --out DIR");
+  options.val_fraction = args.get_double("val-fraction", options.val_fraction);
+  GPT_CHECK(options.val_fraction >= 0.0 && options.val_fraction < 1.0, "--val-fraction must be in [0, 1), got {}",
+            options.val_fraction);
+  options.tokenizer = args.get("tokenizer", options.tokenizer);
+  prepare_dataset(options);
+  return 0;
+}
+
+// A checkpoint directory, or a run directory (its newest checkpoint).
+std::string resolve_checkpoint(const std::string& path) {
+  if (fs::exists(fs::path(path) / "state.yaml")) return path;
+  auto latest = latest_checkpoint(path);
+  GPT_CHECK(latest.has_value(), "'{}' is neither a checkpoint directory nor a run directory with checkpoints", path);
+  return *latest;
+}
+
+int run_sample(const std::vector<std::string>& argv) {
+  ParsedArgs args = parse_args("sample", argv, kSampleOptions);
+  GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train sample RUN_OR_CHECKPOINT_DIR [options]");
+  const std::string dir = resolve_checkpoint(args.positionals[0]);
+  Config config = load_config((fs::path(dir) / "config.yaml").string());
+  auto backend = make_backend(BackendKind::Cpu, args.get_int("threads", 0));
+  GPT model(config.model, 1, config.train.seq_len, *backend);
+  LlmcModelHeader header = read_llmc_header((fs::path(dir) / "model.bin").string());
+  std::vector<float> params(header.num_parameters());
+  read_llmc_parameters((fs::path(dir) / "model.bin").string(), header, params);
+  model.parameters_from_host(params);
+
+  auto tokenizer = make_tokenizer(config.data.tokenizer);
+  const std::string prompt_text = args.get("prompt");
+  std::vector<int> prompt = tokenizer->encode(prompt_text);
+  if (prompt.empty()) prompt.push_back(tokenizer->eot_token());
+  SampleOptions options{args.get_int("tokens", 200), args.get_double("temperature", 1.0), args.get_int("top-k", 0)};
+  GPT_CHECK(options.tokens >= 0 && options.temperature > 0 && options.top_k >= 0,
+            "--tokens and --top-k must be >= 0 and --temperature > 0");
+  HostRng rng(static_cast<uint64_t>(args.get_int("seed", 1)), 0);
+  std::vector<int> tokens = generate(model, prompt, options, rng);
+  for (int& token : tokens)
+    if (token >= tokenizer->vocab_size()) token = tokenizer->eot_token();
+  std::cout << prompt_text << tokenizer->decode(tokens) << std::endl;
+  return 0;
+}
+
+int run_config(const std::vector<std::string>& argv) {
+  ParsedArgs args = parse_args("config", argv, kConfigOptions);
+  if (args.has("reference")) {
+    std::cout << config_reference_markdown();
+    return 0;
+  }
+  GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train config CONFIG.yaml [--set key=value ...] | --reference");
+  std::cout << config_to_yaml(load_config(args.positionals[0], args.all("set")));
+  return 0;
+}
+
+int run_info(const std::vector<std::string>& argv) {
+  parse_args("info", argv, {});
+  std::cout << "cpu: " << omp_get_max_threads() << " OpenMP threads; BLAS: " << openblas_get_config() << "\n";
+  std::cout << "cuda: " << cuda::describe() << "\n";
+  return 0;
+}
+
+std::string train_help() {
+  return "usage: gpt-train train CONFIG.yaml [--set key=value ...]\n\nTrain a GPT from a YAML config (see README "
+         "for every key).\n\noptions:\n" + options_help(kTrainOptions);
+}
+std::string prepare_help() {
+  return "usage: gpt-train prepare --input FILE.txt --out DIR [options]\n\nTokenize a text file into llm.c token "
+         "shards (train and val).\n\noptions:\n" + options_help(kPrepareOptions);
+}
+std::string sample_help() {
+  return "usage: gpt-train sample RUN_OR_CHECKPOINT_DIR [options]\n\nGenerate text from a checkpoint (a run "
+         "directory uses its newest checkpoint).\n\noptions:\n" + options_help(kSampleOptions);
+}
+std::string config_help() {
+  return "usage: gpt-train config CONFIG.yaml [--set key=value ...]\n       gpt-train config --reference\n\nPrint "
+         "the resolved configuration, or the reference of every key.\n\noptions:\n" + options_help(kConfigOptions);
+}
+std::string info_help() { return "usage: gpt-train info\n\nPrint the CPU threads, BLAS build and CUDA devices.\n"; }
+
+}  // namespace
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> kCommands = {
+      {"train", "train a model from a YAML config", run_train, train_help},
+      {"prepare", "tokenize a text file into train/val token shards", run_prepare, prepare_help},
+      {"sample", "generate text from a checkpoint", run_sample, sample_help},
+      {"config", "print the resolved config, or the reference of all keys", run_config, config_help},
+      {"info", "show CPU/BLAS threads and CUDA devices", run_info, info_help},
+  };
+  return kCommands;
+}
+
+std::string general_help() {
+  std::string s = "gpt-train: train GPT-style language models from a YAML file.\n\nusage: gpt-train COMMAND [options]\n\ncommands:\n";
+  for (const Command& c : commands()) s += fmt::format("  {:<10} {}\n", c.name, c.summary);
+  s += "\nRun 'gpt-train COMMAND --help' for a command's options.\n";
+  return s;
+}
+
+}  // namespace gpt

@@ -1,0 +1,118 @@
+// Runs the gpt-train executable as a user would and checks exit codes, output and the run directory.
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace gpt::test {
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run_cli(const std::string& args) {
+  const std::string command = std::string(GPT_TRAIN_EXE) + " " + args + " 2>&1";
+  CommandResult r;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buffer{};
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string tiny_config(const TempDir& dir) {
+  return "model:\n  vocab_size: 256\n  context_length: 32\n  n_layer: 2\n  n_head: 2\n  n_embd: 16\n"
+         "data:\n  train: " + dir.file("data/train_*.bin") + "\n  val: " + dir.file("data/val_*.bin") + "\n"
+         "train:\n  batch_size: 4\n  seq_len: 32\n  steps: 3\n  eval_every: 2\n  eval_batches: 2\n"
+         "  sample_every: 3\n  sample_tokens: 20\n  sample_prompt: \"the \"\n"
+         "optim:\n  warmup_steps: 2\n"
+         "log:\n  run_dir: " + dir.file("run") + "\n";
+}
+
+TEST(Cli, HelpListsCommandsAndOptions) {
+  CommandResult r = run_cli("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* command : {"train", "prepare", "sample", "config", "info"}) EXPECT_NE(r.output.find(command), std::string::npos);
+  r = run_cli("train --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--set"), std::string::npos);
+  r = run_cli("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unknown command 'frobnicate'"), std::string::npos);
+}
+
+TEST(Cli, PrepareTrainSampleWritesTheRunDirectory) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  write_text(dir.path() / "input.txt", text);
+  CommandResult r = run_cli("prepare --input " + dir.file("input.txt") + " --out " + dir.file("data"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  write_text(dir.path() / "tiny.yaml", tiny_config(dir));
+
+  r = run_cli("train " + dir.file("tiny.yaml"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("step     3/3"), std::string::npos) << r.output;
+
+  const auto run = dir.path() / "run";
+  EXPECT_TRUE(std::filesystem::exists(run / "config.yaml"));
+  const std::string metrics = read_text(run / "metrics.jsonl");
+  for (const char* step : {"{\"step\":1,\"loss\":", "{\"step\":2,\"loss\":", "{\"step\":3,\"loss\":"})
+    EXPECT_NE(metrics.find(step), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\"val_loss\":"), std::string::npos);
+  EXPECT_NE(metrics.find("\"sample\":\"the "), std::string::npos);
+  const auto checkpoint = run / "checkpoints" / "step_00000003";
+  for (const char* file : {"model.bin", "optimizer.bin", "state.yaml", "config.yaml"})
+    EXPECT_TRUE(std::filesystem::exists(checkpoint / file)) << file;
+  EXPECT_NE(read_text(checkpoint / "state.yaml").find("step: 3"), std::string::npos);
+
+  // Resume to step 5: the metrics continue at step 4.
+  r = run_cli("train " + dir.file("tiny.yaml") + " --set train.steps=5 --set train.resume=true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos);
+  EXPECT_NE(read_text(run / "metrics.jsonl").find("{\"step\":4,"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(run / "checkpoints" / "step_00000005" / "model.bin"));
+
+  r = run_cli("sample " + run.string() + " --tokens 10 --prompt fox");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("fox", 0), 0u) << r.output;
+}
+
+TEST(Cli, ConfigErrorNamesKeyAndLineAndExitsNonZero) {
+  TempDir dir;
+  write_text(dir.path() / "bad.yaml", "model:\n  n_layer: 2\n  n_layers: 3\n");
+  CommandResult r = run_cli("train " + dir.file("bad.yaml"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("bad.yaml:3: unknown key 'model.n_layers'"), std::string::npos) << r.output;
+  r = run_cli("train " + dir.file("bad.yaml") + " --set model.n_layers=3");
+  EXPECT_EQ(r.exit_code, 1);
+}
+
+TEST(Cli, MissingShardsAreNamed) {
+  TempDir dir;
+  write_text(dir.path() / "tiny.yaml", tiny_config(dir));
+  CommandResult r = run_cli("train " + dir.file("tiny.yaml"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find(dir.file("data/train_*.bin")), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gpt::test
