@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, what building and testing gpt-train needs; only what is missing.
+# Extra package names given as arguments are installed too (demo.sh adds bible-kjv).
+set -euo pipefail
+
+packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev
+          libopenblas-openmp-dev "$@")
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
