@@ -19,7 +19,8 @@ size_t ArenaLayout::add(const std::string& buffer_name, std::initializer_list<in
   }
   b.bytes = static_cast<size_t>(numel) * dtype_size(dtype);
   b.offset = (total_bytes_ + kAlignment - 1) / kAlignment * kAlignment;
-  total_bytes_ = b.offset + b.bytes;
+  // The total is kept aligned, so it is exactly the sum of the buffers' aligned sizes.
+  total_bytes_ = (b.offset + b.bytes + kAlignment - 1) / kAlignment * kAlignment;
   buffers_.push_back(std::move(b));
   return buffers_.size() - 1;
 }

@@ -36,6 +36,7 @@ class ArenaLayout {
   const ArenaBuffer& buffer(size_t index) const { return buffers_.at(index); }
   size_t index_of(const std::string& buffer_name) const;
   size_t total_bytes() const { return total_bytes_; }
+  static size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
  private:
   std::string name_;

@@ -61,6 +61,12 @@ struct Tensor {
     GPT_CHECK(t.numel() <= numel(), "view {} does not fit in buffer {}", t.shape_string(), shape_string());
     return t;
   }
+  // Elements [offset, offset + count) of the storage in row-major order, as a 1-D tensor.
+  Tensor elements(int64_t offset, int64_t count) const {
+    GPT_CHECK(offset >= 0 && count >= 0 && offset + count <= numel(), "elements [{}, {}) outside buffer {}", offset,
+              offset + count, shape_string());
+    return Tensor(static_cast<char*>(data) + static_cast<size_t>(offset) * dtype_size(dtype), {count}, dtype, device);
+  }
   // Slice i along the first dimension.
   Tensor operator[](int64_t i) const {
     GPT_CHECK(ndim >= 1 && i >= 0 && i < shape[0], "index {} out of range for shape {}", i, shape_string());

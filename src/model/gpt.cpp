@@ -33,21 +33,22 @@ void upload(Backend& backend, const Tensor& t, std::span<const double> values) {
 
 }  // namespace
 
-GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype)
+GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype,
+         const RecomputePolicy& recompute)
     : config_(config),
       backend_(backend),
       dtype_(dtype),
       max_batch_(batch_size),
       max_seq_(seq_len),
       layout_(config, dtype),
+      plan_(plan_activations(config, {batch_size, seq_len, dtype, backend.attention_keeps_probs()}, recompute)),
       params_arena_(layout_.arena_layout(), backend),
       grads_arena_(layout_.arena_layout(), backend),
-      acts_arena_(activation_layout(config, batch_size, seq_len, dtype), backend) {
+      acts_arena_(plan_.layout, backend) {
   GPT_CHECK(config.n_embd % config.n_head == 0, "n_head {} does not divide n_embd {}", config.n_head, config.n_embd);
   GPT_CHECK(seq_len <= config.context_length, "seq_len {} exceeds context_length {}", seq_len, config.context_length);
   params_ = layout_.views(params_arena_);
   grads_ = layout_.views(grads_arena_);
-  acts_ = activation_views(acts_arena_);
   // Zero everything once, alignment gaps included, so flat reductions over an arena are exact.
   for (Arena* arena : {&params_arena_, &grads_arena_, &acts_arena_})
     if (arena->layout().total_bytes() > 0)
@@ -98,11 +99,106 @@ void GPT::parameters_from_host(std::span<const float> flat) {
   }
 }
 
+void GPT::set_compute_dtype(DType compute) {
+  GPT_CHECK(compute == DType::F32 || compute == DType::BF16 || compute == DType::F16,
+            "compute dtype {} is not emulated (F32, BF16 or F16)", dtype_name(compute));
+  GPT_CHECK(dtype_ == DType::F32, "mixed precision needs F32 master weights, not {}", dtype_name(dtype_));
+  compute_dtype_ = compute;
+  if (compute == DType::F32) {
+    compute_arena_.reset();
+    compute_params_ = {};
+    return;
+  }
+  compute_arena_ = std::make_unique<Arena>(layout_.arena_layout(), backend_);
+  compute_params_ = layout_.views(*compute_arena_);
+}
+
+void GPT::round_to_compute(const Tensor& t) {
+  if (compute_dtype_ == DType::F32 || t.empty()) return;
+  QuantizeRoundtripArgs q;
+  q.out = t;
+  q.in = t;
+  q.format = compute_dtype_;
+  backend_.quantize_roundtrip(q);
+}
+
 DropoutSpec GPT::dropout(const StepContext& ctx, uint32_t layer, RngSite site) const {
   DropoutSpec d;
   d.p = ctx.training ? static_cast<float>(config_.dropout) : 0.0f;
   d.stream = RngStream{ctx.seed, ctx.step, ctx.micro_step, layer, site};
   return d;
+}
+
+GPT::BlockViews GPT::block_views(int l, int B, int T) {
+  const int64_t C = config_.n_embd, NH = config_.n_head;
+  BlockViews v;
+  for (int k = 0; k < kBlockTensors; ++k) {
+    const int index = plan_.block_buffer[static_cast<size_t>(l)][k];
+    if (index < 0) continue;
+    Tensor full = acts_arena_.tensor(static_cast<size_t>(index));
+    switch (static_cast<BlockTensor>(k)) {
+      case BlockTensor::Qkv: v.t[k] = full.prefix({B, T, 3 * C}); break;
+      case BlockTensor::Fch: case BlockTensor::FchGelu: v.t[k] = full.prefix({B, T, 4 * C}); break;
+      case BlockTensor::Probs: v.t[k] = full.prefix({B, NH, T, T}); break;
+      case BlockTensor::Ln1Mean: case BlockTensor::Ln1Rstd: case BlockTensor::Ln2Mean: case BlockTensor::Ln2Rstd:
+        v.t[k] = full.prefix({B, T});
+        break;
+      default: v.t[k] = full.prefix({B, T, C});
+    }
+  }
+  return v;
+}
+
+Tensor GPT::block_input(int l, int B, int T) {
+  return l == 0 ? act("encoded", {B, T, config_.n_embd}) : block_views(l - 1, B, T)[BlockTensor::Out];
+}
+
+// out = in W^T + b for W [OC, IC]: 2 * rows * IC * OC FLOPs.
+void GPT::linear(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, double& flop_counter) {
+  backend_.matmul({out, in, weight, bias, false, true});
+  flop_counter += 2.0 * static_cast<double>(in.numel()) * static_cast<double>(weight.dim(0));
+}
+
+// din = dout W (overwritten), dW += dout^T in, db += column sums of dout.
+void GPT::linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                          const Tensor& in, const Tensor& weight) {
+  backend_.matmul({din, dout, weight, Tensor()});
+  round_to_compute(din);
+  backend_.matmul({dweight, dout, in, Tensor(), true, false, 1.0f, 1.0f});
+  if (!dbias.empty()) backend_.bias_backward({dbias, dout});
+  flops_.backward += 4.0 * static_cast<double>(dout.numel()) * static_cast<double>(weight.dim(1));
+}
+
+void GPT::block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter) {
+  const int64_t C = config_.n_embd;
+  const auto ul = static_cast<uint32_t>(l);
+  const ParameterTensors& p = compute_params();
+  BlockViews v = block_views(l, B, T);
+  Tensor in = block_input(l, B, T);
+  Tensor branch = act("branch", {B, T, C});
+  using K = BlockTensor;
+
+  backend_.layernorm_forward({v[K::Ln1], v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w[l], p.ln1b[l]});
+  round_to_compute(v[K::Ln1]);
+  linear(v[K::Qkv], v[K::Ln1], p.qkvw[l], p.qkvb[l], flop_counter);
+  round_to_compute(v[K::Qkv]);
+  backend_.attention_forward({v[K::Atty], v[K::Probs], v[K::Qkv], config_.n_head, dropout(ctx, ul, RngSite::AttentionProbs)});
+  round_to_compute(v[K::Atty]);
+  flop_counter += 4.0 * B * static_cast<double>(T) * T * C;
+  linear(branch, v[K::Atty], p.attprojw[l], p.attprojb[l], flop_counter);
+  round_to_compute(branch);
+  backend_.residual_forward({v[K::Residual2], in, branch, dropout(ctx, ul, RngSite::AttentionResidual)});
+  round_to_compute(v[K::Residual2]);
+  backend_.layernorm_forward({v[K::Ln2], v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w[l], p.ln2b[l]});
+  round_to_compute(v[K::Ln2]);
+  linear(v[K::Fch], v[K::Ln2], p.fcw[l], p.fcb[l], flop_counter);
+  round_to_compute(v[K::Fch]);
+  backend_.gelu_forward({v[K::FchGelu], v[K::Fch]});
+  round_to_compute(v[K::FchGelu]);
+  linear(branch, v[K::FchGelu], p.fcprojw[l], p.fcprojb[l], flop_counter);
+  round_to_compute(branch);
+  backend_.residual_forward({v[K::Out], v[K::Residual2], branch, dropout(ctx, ul, RngSite::MlpResidual)});
+  round_to_compute(v[K::Out]);
 }
 
 void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
@@ -113,52 +209,42 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
   GPT_CHECK(targets.empty() || targets.size() == tokens.size(), "expected {} targets, got {}", tokens.size(),
             targets.size());
   GPT_CHECK(dloss == 0.0f || !targets.empty(), "a training forward needs targets");
-  const int64_t C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size();
-  const ParameterTensors& p = params_;
-  ActivationTensors& a = acts_;
-
-  Tensor tok = a.tokens.prefix({B, T});
-  backend_.copy_to_device(tok.data, tokens.data(), tok.bytes());
-
-  auto btc = [&](const Tensor& t, int64_t inner) { return t.prefix({B, T, inner}); };
-  auto layer_btc = [&](const Tensor& t, int l, int64_t inner) { return t[l].prefix({B, T, inner}); };
-  auto layer_bt = [&](const Tensor& t, int l) { return t[l].prefix({B, T}); };
-
-  backend_.embedding_forward({btc(a.encoded, C), tok, p.wte, p.wpe, dropout(ctx, 0, RngSite::Embedding)});
-  for (int l = 0; l < config_.n_layer; ++l) {
-    const auto ul = static_cast<uint32_t>(l);
-    Tensor residual = l == 0 ? btc(a.encoded, C) : layer_btc(a.residual3, l - 1, C);
-    Tensor ln1 = layer_btc(a.ln1, l, C), qkv = layer_btc(a.qkv, l, 3 * C), atty = layer_btc(a.atty, l, C);
-    Tensor attproj = layer_btc(a.attproj, l, C), residual2 = layer_btc(a.residual2, l, C);
-    Tensor ln2 = layer_btc(a.ln2, l, C), fch = layer_btc(a.fch, l, 4 * C), fch_gelu = layer_btc(a.fch_gelu, l, 4 * C);
-    Tensor fcproj = layer_btc(a.fcproj, l, C), residual3 = layer_btc(a.residual3, l, C);
-
-    backend_.layernorm_forward({ln1, layer_bt(a.ln1_mean, l), layer_bt(a.ln1_rstd, l), residual, p.ln1w[l], p.ln1b[l]});
-    backend_.matmul({qkv, ln1, p.qkvw[l], p.qkvb[l], false, true});
-    backend_.attention_forward({atty, a.probs[l].prefix({B, NH, T, T}), qkv, config_.n_head,
-                                dropout(ctx, ul, RngSite::AttentionProbs)});
-    backend_.matmul({attproj, atty, p.attprojw[l], p.attprojb[l], false, true});
-    backend_.residual_forward({residual2, residual, attproj, dropout(ctx, ul, RngSite::AttentionResidual)});
-    backend_.layernorm_forward({ln2, layer_bt(a.ln2_mean, l), layer_bt(a.ln2_rstd, l), residual2, p.ln2w[l], p.ln2b[l]});
-    backend_.matmul({fch, ln2, p.fcw[l], p.fcb[l], false, true});
-    backend_.gelu_forward({fch_gelu, fch});
-    backend_.matmul({fcproj, fch_gelu, p.fcprojw[l], p.fcprojb[l], false, true});
-    backend_.residual_forward({residual3, residual2, fcproj, dropout(ctx, ul, RngSite::MlpResidual)});
+  const int64_t C = config_.n_embd, Vp = config_.padded_vocab_size();
+  if (compute_arena_) {
+    // The masters may have changed since the last forward (an optimizer step, a load): refresh the
+    // compute copy. Alignment gaps are zero in both arenas and stay zero.
+    const int64_t n = static_cast<int64_t>(params_arena_.layout().total_bytes() / sizeof(float));
+    QuantizeRoundtripArgs q;
+    q.out = Tensor(compute_arena_->base(), {n}, DType::F32, backend_.device());
+    q.in = Tensor(params_arena_.base(), {n}, DType::F32, backend_.device());
+    q.format = compute_dtype_;
+    backend_.quantize_roundtrip(q);
   }
-  Tensor last = layer_btc(a.residual3, config_.n_layer - 1, C);
-  backend_.layernorm_forward({btc(a.lnf, C), a.lnf_mean.prefix({B, T}), a.lnf_rstd.prefix({B, T}), last, p.lnfw, p.lnfb});
-  Tensor logits = btc(a.logits, Vp);
-  backend_.matmul({logits, btc(a.lnf, C), p.wte, Tensor(), false, true});
+  const ParameterTensors& p = compute_params();
+
+  Tensor tok = act("tokens", {B, T});
+  backend_.copy_to_device(tok.data, tokens.data(), tok.bytes());
+  Tensor encoded = act("encoded", {B, T, C});
+  backend_.embedding_forward({encoded, tok, p.wte, p.wpe, dropout(ctx, 0, RngSite::Embedding)});
+  round_to_compute(encoded);
+  for (int l = 0; l < config_.n_layer; ++l) block_forward(l, B, T, ctx, flops_.forward);
+  Tensor lnf = act("lnf", {B, T, C});
+  backend_.layernorm_forward({lnf, act("lnf_mean", {B, T}), act("lnf_rstd", {B, T}),
+                              block_views(config_.n_layer - 1, B, T)[BlockTensor::Out], p.lnfw, p.lnfb});
+  round_to_compute(lnf);
+  Tensor logits = act("logits", {B, T, Vp});
+  linear(logits, lnf, p.wte, Tensor(), flops_.forward);
+  round_to_compute(logits);
 
   last_B_ = B;
   last_T_ = T;
   last_has_dlogits_ = false;
   if (targets.empty()) return;
-  Tensor tgt = a.targets.prefix({B, T});
+  Tensor tgt = act("targets", {B, T});
   backend_.copy_to_device(tgt.data, targets.data(), tgt.bytes());
   CrossEntropyArgs ce;
   const int64_t N = static_cast<int64_t>(B) * T;
-  ce.losses = a.losses.prefix({N});
+  ce.losses = act("losses", {N});
   ce.logits = logits.reshaped({N, Vp});
   ce.targets = tgt.reshaped({N});
   ce.vocab_size = config_.vocab_size;
@@ -168,10 +254,11 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
     last_has_dlogits_ = true;
   }
   backend_.cross_entropy(ce);
+  if (last_has_dlogits_) round_to_compute(ce.dlogits);
 }
 
 double GPT::loss_sum() {
-  std::vector<double> losses = download(backend_, acts_.losses.prefix({last_B_, last_T_}));
+  std::vector<double> losses = download(backend_, act("losses", {last_B_, last_T_}));
   double sum = 0.0;
   for (double x : losses) sum += x;
   return sum;
@@ -180,63 +267,93 @@ double GPT::loss_sum() {
 std::vector<float> GPT::logits_at(int b, int t) {
   GPT_CHECK(!last_has_dlogits_, "logits were overwritten by a training forward");
   GPT_CHECK(b < last_B_ && t < last_T_, "position ({}, {}) outside the last forward's {}x{}", b, t, last_B_, last_T_);
-  const int64_t Vp = config_.padded_vocab_size();
-  Tensor row = acts_.logits.prefix({last_B_, last_T_, Vp})[b][t].prefix({config_.vocab_size});
+  Tensor row = act("logits", {last_B_, last_T_, config_.padded_vocab_size()})[b][t].prefix({config_.vocab_size});
   std::vector<double> values = download(backend_, row);
   return std::vector<float>(values.begin(), values.end());
 }
 
-void GPT::backward(const StepContext& ctx) {
+// Backward of one block. dresidual holds dL/d(block output) on entry and dL/d(block input) on exit.
+// Activations the policy did not keep are rebuilt just before their first use, by the same ops on the
+// same inputs with the same dropout streams, so they are bit for bit those of the forward pass.
+void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
+  const int64_t C = config_.n_embd;
+  const auto ul = static_cast<uint32_t>(l);
+  const ParameterTensors& p = compute_params();
+  const ParameterTensors& g = grads_;
+  const RecomputePolicy& policy = plan_.policy;
+  using K = BlockTensor;
+  if (policy.full(l)) {
+    // The last block of a segment reruns the whole segment (rebuilding its outputs, and leaving its
+    // own internals in the workspace); every other block reruns itself from the rebuilt input.
+    const bool last_of_segment = l + 1 == policy.segment_end(l);
+    for (int j = last_of_segment ? policy.segment_start(l) : l; j <= l; ++j) block_forward(j, B, T, ctx, flops_.recompute);
+  }
+  const bool selective = policy.selective(l);
+  BlockViews v = block_views(l, B, T);
+  Tensor in = block_input(l, B, T);
+  Tensor dresidual = act("dresidual", {B, T, C}), dbranch = act("dbranch", {B, T, C}), datty = act("datty", {B, T, C});
+  Tensor dqkv = act("dqkv", {B, T, 3 * C}), dfch = act("dfch", {B, T, 4 * C});
+
+  backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::MlpResidual)});
+  round_to_compute(dbranch);
+  if (selective && policy.gelu) {
+    backend_.gelu_forward({v[K::FchGelu], v[K::Fch]});
+    round_to_compute(v[K::FchGelu]);
+  }
+  linear_backward(dfch, g.fcprojw[l], g.fcprojb[l], dbranch, v[K::FchGelu], p.fcprojw[l]);
+  backend_.gelu_backward({dfch, dfch, v[K::Fch]});
+  round_to_compute(dfch);
+  if (selective && policy.layernorm) {
+    backend_.layernorm_forward({v[K::Ln2], v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w[l], p.ln2b[l]});
+    round_to_compute(v[K::Ln2]);
+  }
+  linear_backward(dbranch, g.fcw[l], g.fcb[l], dfch, v[K::Ln2], p.fcw[l]);
+  backend_.layernorm_backward({dresidual, g.ln2w[l], g.ln2b[l], dbranch, v[K::Residual2], p.ln2w[l], v[K::Ln2Mean],
+                               v[K::Ln2Rstd]});
+  round_to_compute(dresidual);
+
+  backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::AttentionResidual)});
+  round_to_compute(dbranch);
+  linear_backward(datty, g.attprojw[l], g.attprojb[l], dbranch, v[K::Atty], p.attprojw[l]);
+  if (selective && policy.attention) {
+    backend_.attention_forward({v[K::Atty], v[K::Probs], v[K::Qkv], config_.n_head, dropout(ctx, ul, RngSite::AttentionProbs)});
+    round_to_compute(v[K::Atty]);
+    flops_.recompute += 4.0 * B * static_cast<double>(T) * T * C;
+  }
+  Tensor dprobs = v[K::Probs].empty() ? Tensor() : act("dprobs", {B, config_.n_head, T, T});
+  backend_.attention_backward({dqkv, dprobs, datty, v[K::Qkv], v[K::Probs], config_.n_head,
+                               dropout(ctx, ul, RngSite::AttentionProbs)});
+  round_to_compute(dqkv);
+  flops_.backward += 8.0 * B * static_cast<double>(T) * T * C;
+  if (selective && policy.layernorm) {
+    backend_.layernorm_forward({v[K::Ln1], v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w[l], p.ln1b[l]});
+    round_to_compute(v[K::Ln1]);
+  }
+  linear_backward(dbranch, g.qkvw[l], g.qkvb[l], dqkv, v[K::Ln1], p.qkvw[l]);
+  backend_.layernorm_backward({dresidual, g.ln1w[l], g.ln1b[l], dbranch, in, p.ln1w[l], v[K::Ln1Mean], v[K::Ln1Rstd]});
+  round_to_compute(dresidual);
+}
+
+void GPT::backward(const StepContext& ctx, const std::function<void(int block)>& on_gradients_ready) {
   GPT_CHECK(last_has_dlogits_, "backward needs a preceding training forward (with targets and dloss > 0)");
   const int B = last_B_, T = last_T_;
-  const int64_t C = config_.n_embd, NH = config_.n_head, Vp = config_.padded_vocab_size();
-  const ParameterTensors& p = params_;
+  const int64_t C = config_.n_embd, Vp = config_.padded_vocab_size();
+  const ParameterTensors& p = compute_params();
   const ParameterTensors& g = grads_;
-  ActivationTensors& a = acts_;
-  auto btc = [&](const Tensor& t, int64_t inner) { return t.prefix({B, T, inner}); };
-  auto layer_btc = [&](const Tensor& t, int l, int64_t inner) { return t[l].prefix({B, T, inner}); };
-  auto layer_bt = [&](const Tensor& t, int l) { return t[l].prefix({B, T}); };
-
-  Tensor dresidual = btc(a.dresidual, C), dbranch = btc(a.dbranch, C), datty = btc(a.datty, C);
-  Tensor dqkv = btc(a.dqkv, 3 * C), dfch = btc(a.dfch, 4 * C), dprobs = a.dprobs.prefix({B, NH, T, T});
-  Tensor dlogits = btc(a.logits, Vp), lnf = btc(a.lnf, C);
+  Tensor dresidual = act("dresidual", {B, T, C}), dbranch = act("dbranch", {B, T, C});
 
   // LM head, tied to wte: logits = lnf wte^T.
-  backend_.matmul({dbranch, dlogits, p.wte, Tensor()});
-  backend_.matmul({g.wte, dlogits, lnf, Tensor(), true, false, 1.0f, 1.0f});
+  linear_backward(dbranch, g.wte, Tensor(), act("logits", {B, T, Vp}), act("lnf", {B, T, C}), p.wte);
   backend_.fill({dresidual, 0.0f});
-  backend_.layernorm_backward({dresidual, g.lnfw, g.lnfb, dbranch, layer_btc(a.residual3, config_.n_layer - 1, C),
-                               p.lnfw, a.lnf_mean.prefix({B, T}), a.lnf_rstd.prefix({B, T})});
-
-  // dresidual holds dL/d(residual3[l]) on entry to layer l and dL/d(block input) on exit.
+  backend_.layernorm_backward({dresidual, g.lnfw, g.lnfb, dbranch, block_views(config_.n_layer - 1, B, T)[BlockTensor::Out],
+                               p.lnfw, act("lnf_mean", {B, T}), act("lnf_rstd", {B, T})});
+  round_to_compute(dresidual);
   for (int l = config_.n_layer - 1; l >= 0; --l) {
-    const auto ul = static_cast<uint32_t>(l);
-    Tensor residual = l == 0 ? btc(a.encoded, C) : layer_btc(a.residual3, l - 1, C);
-
-    backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::MlpResidual)});
-    backend_.matmul({dfch, dbranch, p.fcprojw[l], Tensor()});
-    backend_.matmul({g.fcprojw[l], dbranch, layer_btc(a.fch_gelu, l, 4 * C), Tensor(), true, false, 1.0f, 1.0f});
-    backend_.bias_backward({g.fcprojb[l], dbranch});
-    backend_.gelu_backward({dfch, dfch, layer_btc(a.fch, l, 4 * C)});
-    backend_.matmul({dbranch, dfch, p.fcw[l], Tensor()});
-    backend_.matmul({g.fcw[l], dfch, layer_btc(a.ln2, l, C), Tensor(), true, false, 1.0f, 1.0f});
-    backend_.bias_backward({g.fcb[l], dfch});
-    backend_.layernorm_backward({dresidual, g.ln2w[l], g.ln2b[l], dbranch, layer_btc(a.residual2, l, C), p.ln2w[l],
-                                 layer_bt(a.ln2_mean, l), layer_bt(a.ln2_rstd, l)});
-
-    backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::AttentionResidual)});
-    backend_.matmul({datty, dbranch, p.attprojw[l], Tensor()});
-    backend_.matmul({g.attprojw[l], dbranch, layer_btc(a.atty, l, C), Tensor(), true, false, 1.0f, 1.0f});
-    backend_.bias_backward({g.attprojb[l], dbranch});
-    backend_.attention_backward({dqkv, dprobs, datty, layer_btc(a.qkv, l, 3 * C), a.probs[l].prefix({B, NH, T, T}),
-                                 config_.n_head, dropout(ctx, ul, RngSite::AttentionProbs)});
-    backend_.matmul({dbranch, dqkv, p.qkvw[l], Tensor()});
-    backend_.matmul({g.qkvw[l], dqkv, layer_btc(a.ln1, l, C), Tensor(), true, false, 1.0f, 1.0f});
-    backend_.bias_backward({g.qkvb[l], dqkv});
-    backend_.layernorm_backward({dresidual, g.ln1w[l], g.ln1b[l], dbranch, residual, p.ln1w[l],
-                                 layer_bt(a.ln1_mean, l), layer_bt(a.ln1_rstd, l)});
+    block_backward(l, B, T, ctx);
+    if (on_gradients_ready) on_gradients_ready(l);
   }
-  backend_.embedding_backward({g.wte, g.wpe, dresidual, a.tokens.prefix({B, T}), dropout(ctx, 0, RngSite::Embedding)});
+  backend_.embedding_backward({g.wte, g.wpe, dresidual, act("tokens", {B, T}), dropout(ctx, 0, RngSite::Embedding)});
+  if (on_gradients_ready) on_gradients_ready(-1);
 }
 
 void GPT::zero_grads() { backend_.fill({gradients_flat(), 0.0f}); }
@@ -247,8 +364,9 @@ Tensor GPT::gradients_flat() {
 }
 
 double GPT::gradient_norm_squared() {
-  backend_.sum_of_squares({acts_.sum_squares, gradients_flat()});
-  return download(backend_, acts_.sum_squares)[0];
+  Tensor out = act("sum_squares", {1});
+  backend_.sum_of_squares({out, gradients_flat()});
+  return download(backend_, out)[0];
 }
 
 }  // namespace gpt

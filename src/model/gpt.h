@@ -6,15 +6,24 @@
 #include "backend/backend.h"
 #include "config/config.h"
 #include "core/arena.h"
-#include "model/activations.h"
+#include "memory/activation_plan.h"
 #include "model/parameters.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 namespace gpt {
+
+// FLOPs the model issued (matrix products 2MNK; attention 4*B*T^2*C forward, twice that backward, the
+// full T x T square counted); elementwise ops are not counted.
+struct FlopCounts {
+  double forward = 0.0;    // the first forward of each micro-batch
+  double recompute = 0.0;  // forwards rerun in backward by the recompute policy
+  double backward = 0.0;
+};
 
 // Coordinates of one forward/backward, which key the dropout streams: a recomputed or replayed
 // forward with the same context draws the same masks.
@@ -28,7 +37,8 @@ struct StepContext {
 class GPT {
  public:
   // batch_size and seq_len are the largest micro-batch the activation arena is planned for.
-  GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype = DType::F32);
+  GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype = DType::F32,
+      const RecomputePolicy& recompute = {});
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() { return backend_; }
@@ -40,8 +50,20 @@ class GPT {
   Arena& parameter_arena() { return params_arena_; }
   Arena& gradient_arena() { return grads_arena_; }
   Arena& activation_arena() { return acts_arena_; }
+  const ActivationPlan& activation_plan() const { return plan_; }
+  const FlopCounts& flops() const { return flops_; }
+  void reset_flops() { flops_ = {}; }
   const ParameterTensors& params() const { return params_; }
   const ParameterTensors& grads() const { return grads_; }
+
+  // Mixed-precision emulation (precision.recipe): with compute BF16 or F16, every forward first refreshes
+  // a compute copy of the weights, quantize_roundtrip(master), in a second parameter arena, and every
+  // activation and activation gradient the GPU would store in that format is rounded to it after the op
+  // that produces it; LayerNorm statistics, softmax probabilities, the losses and the parameter gradients
+  // stay FP32. Storage stays F32 (dtype()), so the values are exactly the GPU's, not their size.
+  void set_compute_dtype(DType compute);
+  DType compute_dtype() const { return compute_dtype_; }
+  const ParameterTensors& compute_params() const { return compute_arena_ ? compute_params_ : params_; }
 
   // GPT-2 initialisation: N(0, init_std), residual projections N(0, init_std/sqrt(2L)), biases 0,
   // LayerNorm gains 1; padded vocabulary rows 0.
@@ -60,23 +82,45 @@ class GPT {
   // Logits of position t of sequence b after a forward without dloss: vocab_size floats.
   std::vector<float> logits_at(int b, int t);
   // Backward of the last forward (which must have had dloss > 0); gradients accumulate (+=).
-  void backward(const StepContext& ctx);
+  // on_gradients_ready(l) is called once block l's parameter gradients are final for this backward,
+  // and on_gradients_ready(-1) at the end for the embeddings and the final LayerNorm, so a caller can
+  // start reducing them while earlier blocks are still being processed.
+  void backward(const StepContext& ctx, const std::function<void(int block)>& on_gradients_ready = {});
   void zero_grads();
   // The whole gradient arena as one flat tensor (alignment gaps stay zero), and its squared L2 norm.
   Tensor gradients_flat();
   double gradient_norm_squared();
 
  private:
+  // Views of block l's activations for a B x T micro-batch, and of its input.
+  struct BlockViews {
+    Tensor t[kBlockTensors];
+    const Tensor& operator[](BlockTensor k) const { return t[static_cast<int>(k)]; }
+  };
+  BlockViews block_views(int l, int B, int T);
+  Tensor block_input(int l, int B, int T);
+  Tensor act(const char* name, std::initializer_list<int64_t> dims) { return acts_arena_.tensor(name).prefix(dims); }
+  void block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter);
+  void block_backward(int l, int B, int T, const StepContext& ctx);
+  void linear(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, double& flop_counter);
+  void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                       const Tensor& in, const Tensor& weight);
   DropoutSpec dropout(const StepContext& ctx, uint32_t layer, RngSite site) const;
+  // Rounds t in place to the compute dtype (nothing in FP32).
+  void round_to_compute(const Tensor& t);
 
   ModelConfig config_;
   Backend& backend_;
   DType dtype_;
   int max_batch_, max_seq_;
   ParameterLayout layout_;
+  ActivationPlan plan_;
   Arena params_arena_, grads_arena_, acts_arena_;
   ParameterTensors params_, grads_;
-  ActivationTensors acts_;
+  DType compute_dtype_ = DType::F32;
+  std::unique_ptr<Arena> compute_arena_;  // the compute copy of the weights; null in FP32
+  ParameterTensors compute_params_;
+  FlopCounts flops_;
   int last_B_ = 0, last_T_ = 0;
   bool last_has_dlogits_ = false;
 };

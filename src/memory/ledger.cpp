@@ -1,0 +1,64 @@
+#include "memory/ledger.h"
+
+#include "model/parameters.h"
+
+#include <fmt/format.h>
+
+namespace gpt {
+
+uint64_t MemoryLedger::activations() const {
+  uint64_t total = 0;
+  for (uint64_t bytes : activation) total += bytes;
+  return total;
+}
+
+std::string MemoryLedger::table() const {
+  std::string s;
+  auto row = [&](const std::string& name, uint64_t bytes) { s += fmt::format("  {:<42} {:>12}\n", name, format_bytes(bytes)); };
+  row("parameters", parameters);
+  if (compute_weights > 0) row("parameters: compute copy (bf16/f16)", compute_weights);
+  row("gradients", gradients);
+  row("optimizer state (AdamW m, v)", optimizer);
+  for (int u = 0; u < kActivationUses; ++u) row(std::string("activations: ") + activation_use_name(static_cast<ActivationUse>(u)), activation[u]);
+  row("communication buffers", communication);
+  row("total", total());
+  return s;
+}
+
+MemoryLedger memory_ledger(const ModelConfig& model, const ActivationPlan& plan, DType dtype) {
+  MemoryLedger ledger;
+  ledger.parameters = ParameterLayout(model, dtype).arena_layout().total_bytes();
+  ledger.gradients = ledger.parameters;
+  ledger.optimizer = 2 * ledger.parameters;
+  for (int u = 0; u < kActivationUses; ++u) ledger.activation[u] = plan.bytes(static_cast<ActivationUse>(u));
+  return ledger;
+}
+
+StepFlops step_flops(const ModelConfig& m, int batch_size, int seq_len, const RecomputePolicy& policy) {
+  const double BT = static_cast<double>(batch_size) * seq_len, T = seq_len, C = m.n_embd;
+  const double block_matmul = 2.0 * BT * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
+  const double block_attention = 4.0 * BT * T * C;
+  const double head = 2.0 * BT * C * m.padded_vocab_size();
+  StepFlops f;
+  f.forward = m.n_layer * (block_matmul + block_attention) + head;
+  f.backward = 2.0 * f.forward;
+  for (int l = 0; l < m.n_layer; ++l) {
+    // A full segment of n blocks reruns n blocks to rebuild its outputs and n-1 again for internals.
+    if (policy.full(l)) f.recompute += (l + 1 == policy.segment_end(l) ? 1 : 2) * (block_matmul + block_attention);
+    else if (policy.selective(l) && policy.attention) f.recompute += block_attention;
+  }
+  return f;
+}
+
+double block_activation_bytes(const ActivationFormula& f, double s, double b, double h, double a) {
+  const double sbh = s * b * h, as2b = a * s * s * b;
+  // Stored by the plan in mode none: block input (the previous output), ln1, qkv, atty, probs,
+  // residual2, ln2, fch, fch_gelu; and the two LayerNorms' mean and rstd.
+  double bytes = f.elem_bytes * (sbh * (1 + 1 + 3 + 1 + 1 + 1 + 4 + 4) + as2b) + f.stat_bytes * 4 * s * b;
+  // Dropout masks: attention probabilities, and the attention and MLP residual branches.
+  bytes += f.mask_bytes * (as2b + 2 * sbh);
+  if (f.store_dropout_output) bytes += f.elem_bytes * as2b;
+  return bytes;
+}
+
+}  // namespace gpt

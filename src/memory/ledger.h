@@ -1,0 +1,52 @@
+// The memory ledger: every byte a run will hold, by component, computed from the config before
+// anything is allocated. Parameters, gradients and AdamW moments come from the parameter layout;
+// activations from the activation plan, which is also the activation arena's layout.
+#pragma once
+
+#include "config/config.h"
+#include "memory/activation_plan.h"
+#include "memory/recompute.h"
+
+#include <cstdint>
+#include <string>
+
+namespace gpt {
+
+struct MemoryLedger {
+  uint64_t parameters = 0;
+  uint64_t compute_weights = 0;  // BF16/F16 copy of the FP32 masters for the matrix products (mixed precision)
+  uint64_t gradients = 0;
+  uint64_t optimizer = 0;  // AdamW m and v
+  uint64_t activation[kActivationUses] = {};
+  uint64_t communication = 0;  // gradient buckets of data parallelism; none yet
+  uint64_t activations() const;
+  uint64_t total() const { return parameters + compute_weights + gradients + optimizer + activations() + communication; }
+  // One line per component.
+  std::string table() const;
+};
+
+MemoryLedger memory_ledger(const ModelConfig& model, const ActivationPlan& plan, DType dtype);
+
+// Matrix-product and attention FLOPs of one micro-batch (the convention of GPT's FlopCounts).
+struct StepFlops {
+  double forward = 0.0;
+  double recompute = 0.0;
+  double backward = 0.0;
+  // Extra forward work as a fraction of a plain step (forward + backward without recomputation).
+  double overhead() const { return recompute / (forward + backward); }
+};
+StepFlops step_flops(const ModelConfig& model, int batch_size, int seq_len, const RecomputePolicy& policy);
+
+// The per-block activation formula of the ledger with 16-bit activations (e = 2) and the assumptions
+// of Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"):
+// dropout masks stored at 1 byte each and the attention dropout output stored; see the derivation
+// in activation_plan.h. Returns bytes per block for sequence s, micro-batch b, hidden h, heads a.
+struct ActivationFormula {
+  double elem_bytes = 2;        // activations
+  double stat_bytes = 4;        // LayerNorm mean and rstd, kept in FP32
+  double mask_bytes = 0;        // per dropout mask element: 0 when regenerated from the counter RNG
+  bool store_dropout_output = false;  // the paper keeps dropout(softmax) for the attention-value product
+};
+double block_activation_bytes(const ActivationFormula& f, double s, double b, double h, double a);
+
+}  // namespace gpt

@@ -1,0 +1,32 @@
+// Fitting a run into a memory budget (memory.budget): keep the global batch, and choose in this order
+// (precision recipes will come first once they exist): accumulation with the largest micro-batch that
+// fits and no recomputation; then selective recomputation; then full recomputation with the smallest
+// segment length k that fits.
+#pragma once
+
+#include "config/config.h"
+#include "memory/ledger.h"
+
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+struct MemoryChoice {
+  int batch_size = 1;
+  int grad_accum_steps = 1;
+  RecomputePolicy policy;
+  MemoryLedger ledger;
+  std::string reason;
+};
+
+// The ledger of the config as given (its own batch and recompute policy).
+MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int batch_size, bool keeps_probs);
+
+// Throws gpt::Error naming the smallest budget that would work when nothing fits.
+MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, bool keeps_probs);
+
+// The policies the plan table compares: none, selective per op and all, full every 1 and every auto.
+std::vector<RecomputePolicy> standard_policies(int n_layer);
+
+}  // namespace gpt

@@ -1,0 +1,252 @@
+// Recomputation must not change a single bit of the gradients, the ledger must be exactly what the
+// step uses, and the FLOP overhead the planner reports must be what the model executes.
+#include "memory/arena_usage.h"
+#include "memory/ledger.h"
+#include "memory/planner.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+
+#include "cpu/gradcheck.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace gpt::test {
+namespace {
+
+RecomputePolicy policy_from(const std::string& mode, std::vector<std::string> ops, const std::string& every,
+                            const std::string& layers, int n_layer) {
+  RecomputeConfig c;
+  c.mode = mode;
+  c.ops = std::move(ops);
+  c.every = every;
+  c.layers = layers;
+  return resolve_recompute(c, n_layer);
+}
+
+std::vector<RecomputePolicy> all_policies(int L) {
+  std::vector<RecomputePolicy> out = {policy_from("none", {}, "1", "all", L)};
+  const std::vector<std::vector<std::string>> subsets = {{"attention"}, {"gelu"}, {"layernorm"}, {"attention", "gelu"},
+                                                         {"attention", "layernorm"}, {"gelu", "layernorm"},
+                                                         {"attention", "gelu", "layernorm"}};
+  for (const auto& ops : subsets) out.push_back(policy_from("selective", ops, "1", "all", L));
+  for (const char* every : {"1", "2", "3", "auto"}) out.push_back(policy_from("full", {}, every, "all", L));
+  out.push_back(policy_from("full", {}, "2", "3", L));
+  out.push_back(policy_from("selective", {"attention", "gelu", "layernorm"}, "1", "2", L));
+  return out;
+}
+
+std::vector<char> arena_bytes(Arena& arena) {
+  const char* p = static_cast<const char*>(arena.base());
+  return std::vector<char>(p, p + arena.layout().total_bytes());
+}
+
+struct RunResult {
+  std::vector<char> first_gradients;
+  std::vector<double> losses;
+  std::vector<float> final_parameters;
+  uint64_t planned = 0, measured = 0;
+  FlopCounts first_flops;
+};
+
+// Five optimizer steps of two micro-batches each with dropout 0.2, recording the first step's
+// gradients, every step's loss and the activation bytes the first step wrote. compute: the mixed-precision
+// compute dtype the model emulates (F32, BF16, F16).
+RunResult train_five_steps(const RecomputePolicy& policy, DType compute = DType::F32) {
+  ModelConfig m = tiny_model(23, 5, 16, 2, 8);
+  m.dropout = 0.2;
+  const int B = 2, T = 8, K = 2;
+  GPT model(m, B, T, cpu_backend(), DType::F32, policy);
+  model.set_compute_dtype(compute);
+  model.init_weights(17);
+  OptimConfig oc;
+  AdamW optimizer(oc, model.parameter_layout(), cpu_backend());
+  RunResult r;
+  r.planned = model.activation_plan().total_bytes();
+  for (uint32_t step = 0; step < 5; ++step) {
+    if (step == 0) poison_arena(model.activation_arena(), cpu_backend());
+    model.zero_grads();
+    double loss = 0.0;
+    for (uint32_t k = 0; k < K; ++k) {
+      std::vector<int32_t> tokens = random_tokens(B * T, m.vocab_size, 100 + step * 10 + k);
+      std::vector<int32_t> targets = random_tokens(B * T, m.vocab_size, 200 + step * 10 + k);
+      const StepContext ctx{9, step, k, true};
+      model.forward(tokens, targets, B, T, ctx, 1.0f / (K * B * T));
+      loss += model.loss_sum();
+      model.backward(ctx);
+    }
+    model.gradient_norm_squared();
+    if (step == 0) {
+      r.first_gradients = arena_bytes(model.gradient_arena());
+      r.measured = written_bytes(model.activation_arena(), cpu_backend());
+      r.first_flops = model.flops();
+    }
+    r.losses.push_back(loss);
+    optimizer.step(model.parameter_arena(), model.gradient_arena(), 1e-2, 1.0);
+  }
+  r.final_parameters = model.parameters_to_host();
+  return r;
+}
+
+TEST(Recompute, EveryModeGivesBitwiseIdenticalGradientsAndLosses) {
+  const int L = 5;
+  const RunResult reference = train_five_steps(policy_from("none", {}, "1", "all", L));
+  for (const RecomputePolicy& policy : all_policies(L)) {
+    SCOPED_TRACE(policy.describe());
+    const RunResult r = train_five_steps(policy);
+    ASSERT_EQ(r.first_gradients.size(), reference.first_gradients.size());
+    EXPECT_EQ(std::memcmp(r.first_gradients.data(), reference.first_gradients.data(), r.first_gradients.size()), 0);
+    EXPECT_EQ(r.losses, reference.losses);
+    EXPECT_EQ(r.final_parameters, reference.final_parameters);
+  }
+}
+
+// Under the bf16 and fp16 recipes every recomputed activation is rounded like the stored one, so the
+// gradients stay bit for bit those of no recomputation under the same recipe (and differ from FP32's).
+TEST(Recompute, EveryModeUnderEachRecipeGivesBitwiseIdenticalGradients) {
+  const int L = 5;
+  const RunResult fp32 = train_five_steps(policy_from("none", {}, "1", "all", L));
+  for (DType compute : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(compute));
+    const RunResult reference = train_five_steps(policy_from("none", {}, "1", "all", L), compute);
+    EXPECT_NE(reference.losses, fp32.losses);
+    for (const RecomputePolicy& policy : all_policies(L)) {
+      SCOPED_TRACE(policy.describe());
+      const RunResult r = train_five_steps(policy, compute);
+      ASSERT_EQ(r.first_gradients.size(), reference.first_gradients.size());
+      EXPECT_EQ(std::memcmp(r.first_gradients.data(), reference.first_gradients.data(), r.first_gradients.size()), 0);
+      EXPECT_EQ(r.losses, reference.losses);
+      EXPECT_EQ(r.final_parameters, reference.final_parameters);
+      EXPECT_EQ(r.measured, r.planned);
+    }
+  }
+}
+
+TEST(Recompute, LedgerActivationBytesEqualTheMeasuredUse) {
+  const int L = 5;
+  uint64_t none_bytes = 0;
+  for (const RecomputePolicy& policy : all_policies(L)) {
+    SCOPED_TRACE(policy.describe());
+    const RunResult r = train_five_steps(policy);
+    EXPECT_EQ(r.measured, r.planned);
+    if (policy.mode == RecomputeMode::None) none_bytes = r.planned;
+    else EXPECT_LT(r.planned, none_bytes);
+  }
+}
+
+TEST(Recompute, CountedFlopsMatchThePlan) {
+  const int L = 5;
+  ModelConfig m = tiny_model(23, L, 16, 2, 8);
+  for (const RecomputePolicy& policy : all_policies(L)) {
+    SCOPED_TRACE(policy.describe());
+    const RunResult r = train_five_steps(policy);
+    const StepFlops planned = step_flops(m, 2, 8, policy);
+    // Two micro-batches in the step.
+    EXPECT_DOUBLE_EQ(r.first_flops.forward, 2 * planned.forward);
+    EXPECT_DOUBLE_EQ(r.first_flops.backward, 2 * planned.backward);
+    EXPECT_DOUBLE_EQ(r.first_flops.recompute, 2 * planned.recompute);
+  }
+  // none = one forward; full every 1 = two forwards minus the LM head; selective in between.
+  const StepFlops none = step_flops(m, 2, 8, policy_from("none", {}, "1", "all", L));
+  const StepFlops full = step_flops(m, 2, 8, policy_from("full", {}, "1", "all", L));
+  const StepFlops selective = step_flops(m, 2, 8, policy_from("selective", {"attention"}, "1", "all", L));
+  const double head = 2.0 * 2 * 8 * 16 * m.padded_vocab_size();
+  EXPECT_EQ(none.recompute, 0.0);
+  EXPECT_DOUBLE_EQ(full.recompute, none.forward - head);
+  EXPECT_GT(selective.recompute, 0.0);
+  EXPECT_LT(selective.recompute, full.recompute);
+}
+
+// Full recomputation every k keeps ceil(L/k) segment inputs plus k-1 segment outputs plus one
+// block's internals: memory follows k + L/k, minimised at k = sqrt(L) = 4 for 16 blocks.
+TEST(Recompute, FullEveryKFollowsKPlusLOverK) {
+  const int L = 16;
+  ModelConfig m = tiny_model(64, L, 32, 4, 32);
+  const ActivationShape shape{2, 32, DType::F32, true};
+  const uint64_t block_input = ArenaLayout::aligned(2 * 32 * 32 * 4);
+  const uint64_t k1 = plan_activations(m, shape, policy_from("full", {}, "1", "all", L)).total_bytes();
+  std::vector<uint64_t> bytes;
+  for (int k = 1; k <= L; ++k) {
+    const uint64_t total = plan_activations(m, shape, policy_from("full", {}, std::to_string(k), "all", L)).total_bytes();
+    const int64_t units = (L + k - 1) / k + (k - 1) - L;  // relative to k = 1, which keeps L inputs
+    EXPECT_EQ(static_cast<int64_t>(total) - static_cast<int64_t>(k1), units * static_cast<int64_t>(block_input)) << "k=" << k;
+    bytes.push_back(total);
+  }
+  const auto best = std::min_element(bytes.begin(), bytes.end()) - bytes.begin() + 1;
+  EXPECT_EQ(best, 4);
+  EXPECT_EQ(auto_recompute_every(L), 4);
+}
+
+// The ledger's per-block formula is the plan's per-block allocation, and under the paper's
+// assumptions it is Korthikanti et al.'s sbh(34 + 5as/h) (plus the LayerNorm statistics, which the
+// paper leaves out); full recomputation keeps 2sbh per block in 16 bits.
+TEST(Recompute, BlockFormulaMatchesThePlanAndThePaper) {
+  const double s = 32, b = 2, h = 48, a = 4;
+  ModelConfig m = tiny_model(64, 3, 48, 4, 32);
+  const ActivationPlan plan = plan_activations(m, {2, 32, DType::F32, true}, policy_from("none", {}, "1", "all", 3));
+  uint64_t block1 = 0;
+  for (int k = 0; k < kBlockTensors; ++k) block1 += plan.layout.buffer(static_cast<size_t>(plan.block_buffer[1][k])).bytes;
+  ActivationFormula ours{4, 4, 0, false};
+  EXPECT_EQ(static_cast<double>(block1), block_activation_bytes(ours, s, b, h, a));
+
+  ActivationFormula paper{2, 0, 1, true};
+  EXPECT_DOUBLE_EQ(block_activation_bytes(paper, s, b, h, a), s * b * h * (34 + 5 * a * s / h));
+
+  const ActivationPlan full16 = plan_activations(m, {2, 32, DType::BF16, true}, policy_from("full", {}, "1", "all", 3));
+  for (int l = 0; l < 3; ++l)
+    EXPECT_EQ(full16.layout.buffer(static_cast<size_t>(full16.block_buffer[l][static_cast<int>(BlockTensor::Out)])).bytes,
+              2 * s * b * h);
+}
+
+TEST(Recompute, FusedAttentionMakesSelectiveAttentionFree) {
+  ModelConfig m = tiny_model(64, 3, 48, 4, 32);
+  const auto none = policy_from("none", {}, "1", "all", 3);
+  const auto attention = policy_from("selective", {"attention"}, "1", "all", 3);
+  const ActivationShape fused{2, 32, DType::F32, false};
+  EXPECT_EQ(plan_activations(m, fused, none).total_bytes(), plan_activations(m, fused, attention).total_bytes());
+  const ActivationShape materialised{2, 32, DType::F32, true};
+  EXPECT_GT(plan_activations(m, materialised, none).total_bytes(), plan_activations(m, materialised, attention).total_bytes());
+}
+
+TEST(MemoryPlanner, PicksAPlanThatFitsInTheDocumentedOrder) {
+  Config c;
+  c.model = tiny_model(256, 8, 64, 4, 128);
+  c.train.batch_size = 8;
+  c.train.seq_len = 128;
+  c.train.grad_accum_steps = 2;
+  const uint64_t as_given = ledger_for(c, resolve_recompute(c.recompute, 8), 8, true).total();
+
+  // The whole global batch of 16 sequences in one micro-batch when it fits; else the largest that does.
+  const uint64_t one_batch = ledger_for(c, resolve_recompute(c.recompute, 8), 16, true).total();
+  MemoryChoice roomy = choose_memory_plan(c, one_batch, true);
+  EXPECT_EQ(roomy.batch_size, 16);
+  EXPECT_EQ(roomy.grad_accum_steps, 1);
+  MemoryChoice given = choose_memory_plan(c, as_given, true);
+  EXPECT_EQ(given.batch_size, 8);
+  EXPECT_EQ(given.grad_accum_steps, 2);
+  EXPECT_EQ(given.policy.mode, RecomputeMode::None);
+
+  const uint64_t smallest_none = ledger_for(c, resolve_recompute(c.recompute, 8), 1, true).total();
+  MemoryChoice accumulate = choose_memory_plan(c, smallest_none, true);
+  EXPECT_EQ(accumulate.policy.mode, RecomputeMode::None);
+  EXPECT_EQ(accumulate.batch_size, 1);
+  EXPECT_EQ(accumulate.grad_accum_steps, 16);
+
+  MemoryChoice recompute = choose_memory_plan(c, smallest_none - 1, true);
+  EXPECT_NE(recompute.policy.mode, RecomputeMode::None);
+  EXPECT_LE(recompute.ledger.total(), smallest_none - 1);
+  EXPECT_EQ(recompute.batch_size * recompute.grad_accum_steps, 16);
+
+  try {
+    choose_memory_plan(c, 1 << 20, true);
+    ADD_FAILURE() << "a 1 MiB budget cannot fit";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("raise memory.budget to at least"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gpt::test
