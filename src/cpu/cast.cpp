@@ -1,0 +1,219 @@
+// cast, amax, quantize_roundtrip: the mixed-precision conversions. Every element goes through the exact
+// scalar conversions of precision/float_formats.h, so these are the reference the CUDA kernels (which use
+// the hardware's cvt instructions) must match bit for bit.
+//
+// Quantisation of element x with scale s: v = x * s in the input's precision; code = encode(v) without
+// saturation, and when that overflowed (code magnitude kMaxCode + 1, v not NaN) it is counted and, with
+// saturation (FP8 only), replaced by +-max: the same code encode(v, saturate) gives, plus the count.
+// Underflow: x != 0 and the code is +-0. The amax is over the unscaled x, as Transformer Engine records it.
+// Threads split the elements statically; counts and maxima reduce exactly, in any order.
+#include "cpu/cpu_backend.h"
+#include "cpu/dispatch.h"
+#include "precision/float_formats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace gpt::cpu {
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 14;
+
+template <class Fn>
+void dispatch_format(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::BF16: fn(Bf16Format{}); return;
+    case DType::F16: fn(F16Format{}); return;
+    case DType::E4M3: fn(E4m3Format{}); return;
+    case DType::E5M2: fn(E5m2Format{}); return;
+    default: GPT_FAIL("{} is not a narrow float format (bf16, f16, e4m3, e5m2)", dtype_name(dtype));
+  }
+}
+
+bool is_wide_float(DType t) { return t == DType::F32 || t == DType::F64; }
+
+// What one quantising pass saw.
+struct QuantStats {
+  int64_t underflow = 0;
+  int64_t overflow = 0;
+  double amax = 0.0;
+  bool nan = false;
+};
+
+// Runs encode over in[0, n) and hands each code to sink(i, code).
+// Saturation is an FP8 mode only: bf16 and f16 overflow to inf like IEEE (and as loss scaling needs).
+template <class Fmt, class T, class Sink>
+QuantStats quantize_loop(const T* in, int64_t n, T scale, bool fp8_saturate, Sink&& sink) {
+  using Storage = typename Fmt::Storage;
+  const bool saturate = fp8_saturate && sizeof(Storage) == 1;
+  int64_t underflow = 0, overflow = 0;
+  double amax = 0.0;
+  int nan = 0;
+#pragma omp parallel for schedule(static) reduction(+ : underflow, overflow) reduction(max : amax) reduction(| : nan) \
+    if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = in[i];
+    const T v = x * scale;
+    Storage code = Fmt::encode(v, false);
+    const Storage magnitude = static_cast<Storage>(code & ~Fmt::kSignMask);
+    if (magnitude == Fmt::kMaxCode + 1 && !std::isnan(v)) {
+      ++overflow;
+      if (saturate) code = static_cast<Storage>((code & Fmt::kSignMask) | Fmt::kMaxCode);
+    } else if (magnitude == 0 && x != T(0)) {
+      ++underflow;
+    }
+    if (std::isnan(x)) nan = 1;
+    else amax = std::max(amax, std::abs(static_cast<double>(x)));
+    sink(i, code);
+  }
+  return {underflow, overflow, amax, nan != 0};
+}
+
+void check_scale(float scale, const char* op) {
+  GPT_CHECK(std::isfinite(scale) && scale > 0.0f, "{}: scale must be finite and > 0, got {}", op, scale);
+}
+
+void check_amax_out(const Tensor& out, const char* op) {
+  GPT_CHECK(out.numel() == 1 && is_wide_float(out.dtype), "{}: amax output {} {} must be one f32 or f64 element", op,
+            dtype_name(out.dtype), out.shape_string());
+}
+
+// out[0] = amax, or max(out[0], amax) with accumulate; NaN wins either way.
+void store_amax(const Tensor& out, double amax, bool nan, bool accumulate) {
+  dispatch_float(out.dtype, [&]<class T>(T) {
+    T* p = out.as<T>();
+    const T value = nan ? std::numeric_limits<T>::quiet_NaN() : static_cast<T>(amax);
+    if (!accumulate || std::isnan(value)) p[0] = value;
+    else if (!std::isnan(p[0])) p[0] = std::max(p[0], value);
+  });
+}
+
+void store_stats(const QuantStats& stats, const Tensor& amax, const Tensor& counts) {
+  if (!amax.empty()) store_amax(amax, stats.amax, stats.nan, true);
+  if (!counts.empty()) {
+    int32_t* c = counts.i32();
+    c[0] = static_cast<int32_t>(c[0] + stats.underflow);
+    c[1] = static_cast<int32_t>(c[1] + stats.overflow);
+  }
+}
+
+void check_stats_outputs(const Tensor& amax, const Tensor& counts, const char* op) {
+  if (!amax.empty()) check_amax_out(amax, op);
+  if (!counts.empty()) {
+    GPT_CHECK(counts.dtype == DType::I32 && counts.numel() == 2, "{}: counts {} {} must be two i32 elements", op,
+              dtype_name(counts.dtype), counts.shape_string());
+  }
+}
+
+template <class Fmt, class T>
+void dequantize_kernel(T* out, const typename Fmt::Storage* in, int64_t n, T scale_inv) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(Fmt::decode(in[i])) * scale_inv;
+}
+
+template <class From, class To>
+void convert_kernel(To* out, const From* in, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i]);
+}
+
+}  // namespace
+
+void CpuBackend::cast(const CastArgs& args) {
+  const Tensor& in = args.in;
+  const Tensor& out = args.out;
+  GPT_CHECK(!in.empty() && !out.empty(), "cast: in and out must both be given");
+  GPT_CHECK(in.numel() == out.numel(), "cast: in {} and out {} differ in element count", in.shape_string(),
+            out.shape_string());
+  check_scale(args.scale, "cast");
+  const int64_t n = in.numel();
+
+  if (is_wide_float(in.dtype) && is_narrow_float(out.dtype)) {
+    check_stats_outputs(args.amax, args.counts, "cast");
+    QuantStats stats;
+    dispatch_float(in.dtype, [&]<class T>(T) {
+      dispatch_format(out.dtype, [&]<class Fmt>(Fmt) {
+        auto* codes = out.as<typename Fmt::Storage>();
+        stats = quantize_loop<Fmt>(in.as<T>(), n, static_cast<T>(args.scale), args.saturate,
+                                   [codes](int64_t i, typename Fmt::Storage code) { codes[i] = code; });
+      });
+    });
+    store_stats(stats, args.amax, args.counts);
+    return;
+  }
+  GPT_CHECK(args.amax.empty() && args.counts.empty(), "cast: amax and counts are outputs of a quantising cast only ({} -> {})",
+            dtype_name(in.dtype), dtype_name(out.dtype));
+  if (is_narrow_float(in.dtype) && is_wide_float(out.dtype)) {
+    dispatch_float(out.dtype, [&]<class T>(T) {
+      dispatch_format(in.dtype, [&]<class Fmt>(Fmt) {
+        dequantize_kernel<Fmt>(out.as<T>(), in.as<typename Fmt::Storage>(), n, T(1) / static_cast<T>(args.scale));
+      });
+    });
+    return;
+  }
+  GPT_CHECK(is_wide_float(in.dtype) && is_wide_float(out.dtype),
+            "cast: no conversion from {} to {}; narrow formats convert to and from f32 or f64", dtype_name(in.dtype),
+            dtype_name(out.dtype));
+  GPT_CHECK(args.scale == 1.0f, "cast: a {} -> {} conversion takes no scale (got {})", dtype_name(in.dtype),
+            dtype_name(out.dtype), args.scale);
+  dispatch_float(in.dtype, [&]<class From>(From) {
+    dispatch_float(out.dtype, [&]<class To>(To) { convert_kernel(out.as<To>(), in.as<From>(), n); });
+  });
+}
+
+void CpuBackend::amax(const AmaxArgs& args) {
+  GPT_CHECK(!args.in.empty() && !args.out.empty(), "amax: in and out must both be given");
+  check_amax_out(args.out, "amax");
+  const int64_t n = args.in.numel();
+  double amax = 0.0;
+  int nan = 0;
+  auto reduce = [&](auto value_at) {
+#pragma omp parallel for schedule(static) reduction(max : amax) reduction(| : nan) if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = value_at(i);
+      if (std::isnan(x)) nan = 1;
+      else amax = std::max(amax, std::abs(x));
+    }
+  };
+  if (is_wide_float(args.in.dtype)) {
+    dispatch_float(args.in.dtype, [&]<class T>(T) {
+      const T* p = args.in.as<T>();
+      reduce([p](int64_t i) { return static_cast<double>(p[i]); });
+    });
+  } else {
+    dispatch_format(args.in.dtype, [&]<class Fmt>(Fmt) {
+      const auto* p = args.in.as<typename Fmt::Storage>();
+      reduce([p](int64_t i) { return static_cast<double>(Fmt::decode(p[i])); });
+    });
+  }
+  store_amax(args.out, amax, nan != 0, args.accumulate);
+}
+
+void CpuBackend::quantize_roundtrip(const QuantizeRoundtripArgs& args) {
+  const Tensor& in = args.in;
+  const Tensor& out = args.out;
+  GPT_CHECK(!in.empty() && !out.empty(), "quantize_roundtrip: in and out must both be given");
+  GPT_CHECK(in.numel() == out.numel(), "quantize_roundtrip: in {} and out {} differ in element count", in.shape_string(),
+            out.shape_string());
+  GPT_CHECK(is_wide_float(in.dtype) && out.dtype == in.dtype,
+            "quantize_roundtrip: in and out must both be f32 or f64, got {} and {}",
+            dtype_name(in.dtype), dtype_name(out.dtype));
+  check_scale(args.scale, "quantize_roundtrip");
+  check_stats_outputs(args.amax, args.counts, "quantize_roundtrip");
+  QuantStats stats;
+  dispatch_float(in.dtype, [&]<class T>(T) {
+    dispatch_format(args.format, [&]<class Fmt>(Fmt) {
+      T* values = out.as<T>();
+      const T scale_inv = args.dequantize ? T(1) / static_cast<T>(args.scale) : T(1);
+      stats = quantize_loop<Fmt>(in.as<T>(), in.numel(), static_cast<T>(args.scale), args.saturate,
+                                 [values, scale_inv](int64_t i, typename Fmt::Storage code) {
+                                   values[i] = static_cast<T>(Fmt::decode(code)) * scale_inv;
+                                 });
+    });
+  });
+  store_stats(stats, args.amax, args.counts);
+}
+
+}  // namespace gpt::cpu

@@ -1,0 +1,85 @@
+#include "precision/recipe.h"
+
+#include "core/error.h"
+
+#include <algorithm>
+
+namespace gpt {
+
+std::string_view recipe_name(RecipeKind kind) {
+  switch (kind) {
+    case RecipeKind::Fp32: return "fp32";
+    case RecipeKind::Bf16: return "bf16";
+    case RecipeKind::Fp16: return "fp16";
+    case RecipeKind::Fp8: return "fp8";
+  }
+  return "?";
+}
+
+RecipeKind parse_recipe(std::string_view name) {
+  for (RecipeKind k : {RecipeKind::Fp32, RecipeKind::Bf16, RecipeKind::Fp16, RecipeKind::Fp8})
+    if (recipe_name(k) == name) return k;
+  GPT_FAIL("unknown precision recipe '{}': expected fp32, bf16, fp16 or fp8", name);
+}
+
+std::string_view fp8_backward_name(Fp8Backward backward) { return backward == Fp8Backward::Bf16 ? "bf16" : "e5m2"; }
+
+Fp8Backward parse_fp8_backward(std::string_view name) {
+  if (name == "bf16") return Fp8Backward::Bf16;
+  if (name == "e5m2") return Fp8Backward::E5M2;
+  GPT_FAIL("unknown fp8 backward format '{}': expected bf16 or e5m2", name);
+}
+
+DType PrecisionRecipe::compute_dtype() const {
+  switch (recipe) {
+    case RecipeKind::Fp32: return DType::F32;
+    case RecipeKind::Bf16: return DType::BF16;
+    case RecipeKind::Fp16: return DType::F16;
+    case RecipeKind::Fp8: return DType::BF16;
+  }
+  return DType::F32;
+}
+
+bool PrecisionRecipe::layer_uses_fp8(int layer, int n_layer) const {
+  if (recipe != RecipeKind::Fp8) return false;
+  for (int l : fp8.bf16_layers)
+    if ((l < 0 ? n_layer + l : l) == layer) return false;
+  return true;
+}
+
+DType PrecisionRecipe::forward_gemm_dtype(int layer, int n_layer) const {
+  return layer_uses_fp8(layer, n_layer) ? DType::E4M3 : compute_dtype();
+}
+
+DType PrecisionRecipe::backward_gemm_dtype(int layer, int n_layer) const {
+  return layer_uses_fp8(layer, n_layer) && fp8.backward == Fp8Backward::E5M2 ? DType::E5M2 : compute_dtype();
+}
+
+void PrecisionRecipe::validate(int n_layer) const {
+  GPT_CHECK(grad_dtype == DType::F32 || grad_dtype == compute_dtype(),
+            "precision.grad_dtype {} must be f32 or the recipe's compute dtype {} (recipe {})", dtype_name(grad_dtype),
+            dtype_name(compute_dtype()), recipe_name(recipe));
+  if (uses_loss_scaling()) loss_scale.validate();
+  if (recipe != RecipeKind::Fp8) return;
+  fp8.scaling.validate();
+  for (size_t i = 0; i < fp8.bf16_layers.size(); ++i) {
+    const int l = fp8.bf16_layers[i];
+    GPT_CHECK(l >= -n_layer && l < n_layer, "precision.fp8.bf16_layers[{}] = {} is outside [-{}, {}) for n_layer {}", i, l,
+              n_layer, n_layer, n_layer);
+  }
+}
+
+PrecisionRecipe precision_recipe(const PrecisionConfig& config) {
+  PrecisionRecipe r;
+  r.recipe = parse_recipe(config.recipe);
+  r.loss_scale.initial_scale = config.loss_scale_initial;
+  r.loss_scale.growth_factor = config.loss_scale_growth_factor;
+  r.loss_scale.backoff_factor = config.loss_scale_backoff_factor;
+  r.loss_scale.growth_interval = config.loss_scale_growth_interval;
+  r.loss_scale.dynamic = !config.loss_scale_static;
+  r.loss_scale.max_scale = std::max(r.loss_scale.max_scale, config.loss_scale_initial);
+  r.loss_scale.min_scale = std::min(r.loss_scale.min_scale, config.loss_scale_initial);
+  return r;
+}
+
+}  // namespace gpt
