@@ -17,6 +17,9 @@ class Backend {
 
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
+  // Whether attention_forward materialises the [B,NH,T,T] probabilities for backward. A fused
+  // (flash-style) attention keeps only O(T) statistics, and the memory planner must not count scores.
+  virtual bool attention_keeps_probs() const { return true; }
 
   // Memory: the arenas are the only callers of allocate/deallocate.
   virtual void* allocate(size_t bytes) = 0;
@@ -44,6 +47,10 @@ class Backend {
   virtual void cross_entropy(const CrossEntropyArgs& args) = 0;
   virtual void adamw_update(const AdamWArgs& args) = 0;
   virtual void sum_of_squares(const SumOfSquaresArgs& args) = 0;
+  // Mixed precision: conversion and FP8 quantisation (src/cpu/cast.cpp).
+  virtual void cast(const CastArgs& args) = 0;
+  virtual void amax(const AmaxArgs& args) = 0;
+  virtual void quantize_roundtrip(const QuantizeRoundtripArgs& args) = 0;
 };
 
 enum class BackendKind { Auto, Cpu, Cuda };

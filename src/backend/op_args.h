@@ -191,4 +191,57 @@ struct SumOfSquaresArgs {
   Tensor in;
 };
 
+// Conversion between storage dtypes, with Transformer Engine's per-tensor scale for FP8:
+//   quantise   (in F32/F64 -> out BF16/F16/E4M3/E5M2): out = convert(in * scale)
+//   dequantise (in BF16/F16/E4M3/E5M2 -> out F32/F64): out = decode(in) * (1 / scale)
+//   F32 <-> F64 (scale must be 1): rounded to nearest.
+// in * scale is one multiply in the input's precision (for F32 the GPU's FP32 multiply), then one
+// round-to-nearest-even conversion (precision/float_formats.h has the exact rules). 1 / scale is taken in
+// the output's precision: for F32 that is the scale_inv that TE stores and multiplies by.
+// saturate (FP8 targets only): a magnitude rounding above the format's max, +-inf included, becomes
+// +-max (TE's satfinite); without it E4M3 gives NaN and E5M2 +-inf. BF16 and F16 round like IEEE
+// (overflow to +-inf), as the GPU's conversions do.
+// Optional outputs of a quantise, both running totals so one buffer can gather a whole step (zero them
+// when they are read):
+//   amax   [1] f32/f64: amax = max(amax, max_i |in[i]|) over the unscaled input; NaN when an input or the
+//          old value is NaN. This is the amax that delayed scaling records.
+//   counts [2] i32: counts[0] += nonzero inputs stored as +-0 (underflow); counts[1] += inputs whose scaled
+//          magnitude rounded above max (saturated, or inf/NaN without saturation). NaN inputs count as neither.
+struct CastArgs {
+  Tensor out;
+  Tensor in;
+  float scale = 1.0f;
+  bool saturate = true;
+  Tensor amax;    // optional
+  Tensor counts;  // optional
+};
+
+// out[0] = max_i |in[i]| over an F32, F64, BF16, F16, E4M3 or E5M2 tensor: NaN when any element is NaN,
+// +inf when any is infinite (a non-finite amax is how overflowed gradients are detected). With
+// accumulate, out[0] = max(out[0], that): a running amax over micro-batches. out is [1] f32 or f64.
+struct AmaxArgs {
+  Tensor out;
+  Tensor in;
+  bool accumulate = false;
+};
+
+// Fake quantisation: the values a narrow-format copy of in would hold, in in's own precision, so a
+// matrix product can multiply exactly the operands the GPU multiplies (in FP32, or F64 for checks):
+//   out = decode(convert(in * scale)) * (1 / scale)   (dequantize, the default)
+//   out = decode(convert(in * scale))                  (!dequantize: the stored values themselves, for a
+//                                                      product that applies 1/(scale_a scale_b) through
+//                                                      alpha, as cuBLASLt's FP8 GEMM does)
+// in and out are F32 or F64 of one dtype and element count; out may alias in. format is BF16, F16, E4M3
+// or E5M2; scale, saturate, amax and counts as in CastArgs.
+struct QuantizeRoundtripArgs {
+  Tensor out;
+  Tensor in;
+  DType format = DType::E4M3;
+  float scale = 1.0f;
+  bool saturate = true;
+  bool dequantize = true;
+  Tensor amax;    // optional
+  Tensor counts;  // optional
+};
+
 }  // namespace gpt

@@ -12,10 +12,12 @@
 // Query rows [r0, r1) attend only to keys [0, r1), so each row block multiplies just that part of the
 // triangle. The forward runs (b, h, row block) items in parallel, the backward (b, h) pairs, because
 // dk and dv sum over all row blocks; every item writes disjoint outputs, so results do not depend on
-// the thread count or schedule.
+// the thread count or schedule. Exponentials in the tensor's precision (exp_of), row sums in double in
+// lane_sum's fixed order (vec_math.h).
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
 #include "cpu/dropout.h"
+#include "cpu/vec_math.h"
 
 #include <cblas.h>
 
@@ -47,20 +49,34 @@ struct Dims {
 };
 
 // Rows [r0, r1) of p (row stride seq) with dropout applied, as a [r1-r0, r1] block in a per-thread
-// buffer; mask_base is the flat mask index of p[0][0].
+// buffer (grown on the first calls, then reused); mask_base is the flat mask index of p[0][0].
 template <class T>
 const T* dropped_rows(const T* p, const Dims& d, int64_t r0, int64_t r1, uint64_t mask_base, const DropoutMask& mask) {
   thread_local std::vector<T> buffer;
   buffer.resize(static_cast<size_t>((r1 - r0) * r1));
   const T scale = static_cast<T>(mask.scale());
+  DropoutCursor cursor(mask);
   for (int64_t t = r0; t < r1; ++t) {
     const T* row = p + t * d.seq;
     T* out = buffer.data() + (t - r0) * r1;
     const uint64_t base = mask_base + static_cast<uint64_t>(t * d.seq);
-    for (int64_t t2 = 0; t2 <= t; ++t2) out[t2] = mask.keep(base + t2) ? row[t2] * scale : T(0);
+    for (int64_t t2 = 0; t2 <= t; ++t2) out[t2] = cursor.keep(base + t2) ? row[t2] * scale : T(0);
     std::fill(out + t + 1, out + r1, T(0));
   }
   return buffer.data();
+}
+
+// In place over row[0..len): row = softmax(row).
+template <class T>
+void softmax_row(T* row, int64_t len) {
+  const T max_val = lane_max(row, len);
+  const double sum = lane_sum(len, [&](int64_t t2) {
+    const T e = exp_of(row[t2] - max_val);
+    row[t2] = e;
+    return e;
+  });
+  const T inv_sum = static_cast<T>(1.0 / sum);
+  for (int64_t t2 = 0; t2 < len; ++t2) row[t2] *= inv_sum;
 }
 
 template <class T>
@@ -80,14 +96,7 @@ void attention_forward_kernel(T* out, T* probs, const T* qkv, const Dims& d, con
     gemm(false, true, rows, r1, hs, scale, q + r0 * ld_qkv, ld_qkv, k, ld_qkv, T(0), p + r0 * d.seq, d.seq);
     for (int64_t t = r0; t < r1; ++t) {
       T* row = p + t * d.seq;
-      const T max_val = *std::max_element(row, row + t + 1);
-      Accum<T> sum = 0;
-      for (int64_t t2 = 0; t2 <= t; ++t2) {
-        row[t2] = std::exp(row[t2] - max_val);
-        sum += row[t2];
-      }
-      const T inv_sum = static_cast<T>(1.0 / sum);
-      for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] *= inv_sum;
+      softmax_row(row, t + 1);
       std::fill(row + t + 1, row + d.seq, T(0));
     }
 
@@ -137,9 +146,8 @@ void attention_backward_kernel(T* dqkv, T* dprobs, const T* dout, const T* qkv, 
         const T* p_row = p + t * d.seq;
         const T* pd_row = pd + (t - r0) * ld_pd;
         T* row = dp + t * d.seq;
-        Accum<T> dot = 0;
-        for (int64_t t2 = 0; t2 <= t; ++t2) dot += static_cast<Accum<T>>(pd_row[t2]) * row[t2];
-        const T dot_t = static_cast<T>(dot);
+        const T dot_t =
+            static_cast<T>(lane_sum(t + 1, [&](int64_t t2) { return static_cast<double>(pd_row[t2]) * row[t2]; }));
         for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = pd_row[t2] * row[t2] - p_row[t2] * dot_t;
         std::fill(row + t + 1, row + d.seq, T(0));
       }

@@ -40,6 +40,9 @@ class CpuBackend final : public Backend {
   void cross_entropy(const CrossEntropyArgs& args) override;
   void adamw_update(const AdamWArgs& args) override;
   void sum_of_squares(const SumOfSquaresArgs& args) override;
+  void cast(const CastArgs& args) override;
+  void amax(const AmaxArgs& args) override;
+  void quantize_roundtrip(const QuantizeRoundtripArgs& args) override;
 
  private:
   int threads_;

@@ -2,11 +2,13 @@
 // are padding and take no part. Per row with target y:
 //   s = sum_{j<V} exp(logits[j] - max);  loss = log s + max - logits[y]
 //   dlogits[j] = (exp(logits[j] - max) / s - [j == y]) * dloss for j < V, 0 for padding columns.
-// Rows with y == -1 get loss 0 and a zero dlogits row. Exponentials are in the logits' precision, sums
-// in double. A row's statistics are reduced before any of it is written, so dlogits may alias logits.
+// Rows with y == -1 get loss 0 and a zero dlogits row. Exponentials are in the logits' precision (exp_of,
+// vec_math.h), sums in double in lane_sum's fixed order. Only the max and logits[y] are needed before a
+// row of dlogits is written, so dlogits may alias logits.
 // losses is f32, or f64 alongside f64 logits (for gradient checks).
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/vec_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -27,17 +29,24 @@ void cross_entropy_kernel(L* losses, T* dlogits, const T* logits, const int32_t*
       if (dx) std::fill(dx, dx + padded_vocab, T(0));
       continue;
     }
-    T max_val = x[0];
-    for (int64_t j = 1; j < vocab; ++j) max_val = std::max(max_val, x[j]);
-    Accum<T> sum = 0;
-    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(x[j] - max_val);
-    losses[r] = static_cast<L>(std::log(sum) + (static_cast<Accum<T>>(max_val) - x[y]));
-    if (!dx) continue;
-    const T inv_sum = static_cast<T>(1.0 / sum);
-    for (int64_t j = 0; j < vocab; ++j) {
-      const T p = std::exp(x[j] - max_val) * inv_sum;
-      dx[j] = (p - (j == y ? T(1) : T(0))) * dloss;
+    const T max_val = lane_max(x, vocab);
+    const T x_y = x[y];  // read before dx, which may alias x, is written
+    if (!dx) {
+      const double sum = lane_sum(vocab, [&](int64_t j) { return exp_of(x[j] - max_val); });
+      losses[r] = static_cast<L>(std::log(sum) + (static_cast<double>(max_val) - x_y));
+      continue;
     }
+    // dx holds exp(x - max) between the two passes, so each exponential is computed once.
+    const double sum = lane_sum(vocab, [&](int64_t j) {
+      const T e = exp_of(x[j] - max_val);
+      dx[j] = e;
+      return e;
+    });
+    losses[r] = static_cast<L>(std::log(sum) + (static_cast<double>(max_val) - x_y));
+    const T inv_sum = static_cast<T>(1.0 / sum);
+    const T p_y = dx[y] * inv_sum;
+    for (int64_t j = 0; j < vocab; ++j) dx[j] = (dx[j] * inv_sum) * dloss;
+    dx[y] = (p_y - T(1)) * dloss;
     std::fill(dx + vocab, dx + padded_vocab, T(0));
   }
 }

@@ -4,7 +4,8 @@
 // Backward, with g = keep(i) * dout[b,t,c] / (1-p): dwte[tokens[b,t],c] += g, dwpe[t,c] += g.
 // Repeated tokens make the token rows collide, so backward splits the channels among threads: each
 // thread owns a block of columns and walks the tokens in order, which is race-free and reproducible
-// whatever the thread count.
+// whatever the thread count. Masks are read through a DropoutCursor per row (one Philox block per four
+// elements).
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
 #include "cpu/dropout.h"
@@ -48,9 +49,14 @@ void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, const
     const T* te = wte + tokens[row] * s.c;
     const T* pe = wpe + (row % s.t) * s.c;
     T* y = out + row * s.c;
+    if (!mask.active()) {
+      for (int64_t c = 0; c < s.c; ++c) y[c] = static_cast<T>(static_cast<double>(te[c]) + pe[c]);
+      continue;
+    }
+    DropoutCursor cursor(mask);
     for (int64_t c = 0; c < s.c; ++c) {
       const uint64_t i = static_cast<uint64_t>(row * s.c + c);
-      y[c] = mask.keep(i) ? static_cast<T>((static_cast<double>(te[c]) + pe[c]) * scale) : T(0);
+      y[c] = cursor.keep(i) ? static_cast<T>((static_cast<double>(te[c]) + pe[c]) * scale) : T(0);
     }
   }
 }
@@ -69,8 +75,9 @@ void embedding_backward_kernel(T* dwte, T* dwpe, const T* dout, const int32_t* t
       T* te = dwte + tokens[row] * s.c;
       T* pe = dwpe + (row % s.t) * s.c;
       const T* dy = dout + row * s.c;
+      DropoutCursor cursor(mask);
       for (int64_t c = c0; c < c1; ++c) {
-        if (!mask.keep(static_cast<uint64_t>(row * s.c + c))) continue;
+        if (!cursor.keep(static_cast<uint64_t>(row * s.c + c))) continue;
         const double g = dy[c] * scale;
         te[c] = static_cast<T>(te[c] + g);
         pe[c] = static_cast<T>(pe[c] + g);

@@ -2,11 +2,12 @@
 //   mean = sum(x)/C, rstd = 1/sqrt(sum((x-mean)^2)/C + eps), n = (x-mean)*rstd, out = n*w + b;
 // mean and rstd [N] are saved for backward. Backward, with dn = w*dout:
 //   din += (dn - mean(dn) - n*mean(dn*n)) * rstd,  dweight += sum_rows(dout*n),  dbias += sum_rows(dout).
-// Rows are independent (OpenMP over rows, double accumulators). The weight/bias reductions run in a
-// second pass where threads own blocks of columns and walk the rows in order, so they are bitwise
-// reproducible whatever the thread count.
+// Rows are independent (OpenMP over rows; double accumulators, summed in lane_sum's fixed order). The
+// weight/bias reductions run in a second pass where threads own blocks of columns and walk the rows in
+// order, so they are bitwise reproducible whatever the thread count.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/vec_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,15 +25,12 @@ void layernorm_forward_kernel(T* out, T* mean, T* rstd, const T* in, const T* we
 #pragma omp parallel for schedule(static) if (n_rows * c > kParallelMin)
   for (int64_t i = 0; i < n_rows; ++i) {
     const T* x = in + i * c;
-    Accum<T> sum = 0;
-    for (int64_t j = 0; j < c; ++j) sum += x[j];
-    const Accum<T> m = sum / c;
-    Accum<T> var = 0;
-    for (int64_t j = 0; j < c; ++j) {
-      const Accum<T> d = x[j] - m;
-      var += d * d;
-    }
-    const Accum<T> s = 1.0 / std::sqrt(var / c + eps);
+    const double m = lane_sum(c, [&](int64_t j) { return x[j]; }) / c;
+    const double var = lane_sum(c, [&](int64_t j) {
+      const double d = x[j] - m;
+      return d * d;
+    });
+    const double s = 1.0 / std::sqrt(var / c + eps);
     T* y = out + i * c;
     for (int64_t j = 0; j < c; ++j) y[j] = static_cast<T>((x[j] - m) * s * weight[j] + bias[j]);
     mean[i] = static_cast<T>(m);
@@ -47,18 +45,21 @@ void layernorm_input_grad(T* din, const T* dout, const T* in, const T* weight, c
   for (int64_t i = 0; i < n_rows; ++i) {
     const T* x = in + i * c;
     const T* dy = dout + i * c;
-    const Accum<T> m = mean[i], s = rstd[i];
-    Accum<T> dn_sum = 0, dn_n_sum = 0;
-    for (int64_t j = 0; j < c; ++j) {
-      const Accum<T> dn = static_cast<Accum<T>>(weight[j]) * dy[j];
-      dn_sum += dn;
-      dn_n_sum += dn * ((x[j] - m) * s);
-    }
-    const Accum<T> dn_mean = dn_sum / c, dn_n_mean = dn_n_sum / c;
+    const double m = mean[i], s = rstd[i];
+    double dn_sum = 0, dn_n_sum = 0;
+    lane_sum2(
+        c,
+        [&](int64_t j, double& a, double& b) {
+          const double dn = static_cast<double>(weight[j]) * dy[j];
+          a = dn;
+          b = dn * ((x[j] - m) * s);
+        },
+        dn_sum, dn_n_sum);
+    const double dn_mean = dn_sum / c, dn_n_mean = dn_n_sum / c;
     T* dx = din + i * c;
     for (int64_t j = 0; j < c; ++j) {
-      const Accum<T> dn = static_cast<Accum<T>>(weight[j]) * dy[j];
-      const Accum<T> norm = (x[j] - m) * s;
+      const double dn = static_cast<double>(weight[j]) * dy[j];
+      const double norm = (x[j] - m) * s;
       dx[j] = static_cast<T>(dx[j] + (dn - dn_mean - norm * dn_n_mean) * s);
     }
   }

@@ -1,5 +1,6 @@
 // matmul: out[M,N] = alpha * op(a)[M,K] op(b)[K,N] + beta * out + bias[N], one BLAS gemm (row-major;
-// sgemm for f32, dgemm for f64) followed by a bias pass over the rows. Leading dimensions are folded:
+// sgemm for f32, dgemm for f64). With beta = 0 the rows of out start as the bias and the gemm
+// accumulates onto them; otherwise a bias pass follows the gemm. Leading dimensions are folded:
 // a [B,T,C] tensor is the [B*T, C] matrix. a is [M,K] or, with trans_a, [K,M]; b is [K,N] or, with
 // trans_b, [N,K] (a linear layer's weight W[OC,IC] is used with trans_b).
 //
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <type_traits>
 
 namespace gpt::cpu {
@@ -54,6 +56,13 @@ void add_bias(T* out, const T* bias, int64_t m, int64_t n) {
   }
 }
 
+// out[i,:] = bias for every row: the starting value of a beta = 1 gemm.
+template <class T>
+void broadcast_bias(T* out, const T* bias, int64_t m, int64_t n) {
+#pragma omp parallel for schedule(static) if (m * n > kParallelMin)
+  for (int64_t i = 0; i < m; ++i) std::memcpy(out + i * n, bias, static_cast<size_t>(n) * sizeof(T));
+}
+
 constexpr int64_t kColumnBlock = 64;
 
 template <class T>
@@ -93,10 +102,14 @@ void CpuBackend::matmul(const MatmulArgs& args) {
   }
   const DType dtype = common_float_dtype({&args.out, &args.a, &args.b, &args.bias});
   dispatch_float(dtype, [&]<class T>(T) {
+    // With beta = 0 the bias is the gemm's starting value (beta = 1): one pass over out instead of
+    // BLAS's zeroing pass plus a bias pass.
+    const bool bias_first = !args.bias.empty() && args.beta == 0.0f;
+    if (bias_first) broadcast_bias(args.out.as<T>(), args.bias.as<T>(), m, n);
     gemm<T>(args.trans_a, args.trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), static_cast<T>(args.alpha),
-            args.a.as<T>(), static_cast<int>(a.cols), args.b.as<T>(), static_cast<int>(b.cols), static_cast<T>(args.beta),
-            args.out.as<T>(), static_cast<int>(n));
-    if (!args.bias.empty()) add_bias(args.out.as<T>(), args.bias.as<T>(), m, n);
+            args.a.as<T>(), static_cast<int>(a.cols), args.b.as<T>(), static_cast<int>(b.cols),
+            bias_first ? T(1) : static_cast<T>(args.beta), args.out.as<T>(), static_cast<int>(n));
+    if (!args.bias.empty() && !bias_first) add_bias(args.out.as<T>(), args.bias.as<T>(), m, n);
   });
 }
 

@@ -1,8 +1,10 @@
 // sum_of_squares: out[0] = sum_i in[i]^2 over the whole tensor (the squared global gradient norm).
-// Each thread sums one contiguous static slice in double; the partials are added in thread order, so the
-// result is bitwise reproducible for a given thread count. out is a one-element f32 or f64 tensor.
+// Each thread sums one contiguous static slice in double (lane_sum's order, vec_math.h); the partials are
+// added in thread order, so the result is bitwise reproducible for a given thread count. out is a
+// one-element f32 or f64 tensor.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/vec_math.h"
 
 #include <omp.h>
 
@@ -26,9 +28,10 @@ double sum_of_squares_kernel(const T* in, int64_t n) {
     const int threads = omp_get_num_threads();
     const int id = omp_get_thread_num();
     const int64_t begin = n * id / threads, end = n * (id + 1) / threads;
-    double acc = 0.0;
-    for (int64_t i = begin; i < end; ++i) acc += static_cast<double>(in[i]) * in[i];
-    partials[id] = acc;
+    partials[id] = lane_sum(end - begin, [&](int64_t i) {
+      const double x = in[begin + i];
+      return x * x;
+    });
     if (id == 0) used = threads;
   }
   double total = 0.0;

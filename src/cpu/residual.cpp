@@ -2,10 +2,12 @@
 // element): out = residual + keep(i) * x / (1-p). out may alias residual or x.
 // Backward gives only the branch's gradient, dx = keep(i) * dout / (1-p) (the residual input's gradient
 // is dout itself); dx may alias dout. Without dropout dx is a copy of dout (nothing when they alias).
+// With dropout the work is split into chunks of whole Philox blocks, each walked in order with a cursor.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
 #include "cpu/dropout.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace gpt::cpu {
@@ -13,22 +15,39 @@ namespace {
 
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 14;
+// Elements per parallel work item when a mask is drawn (a multiple of the 4-element Philox block).
+constexpr int64_t kMaskChunk = 4096;
+
+template <class T>
+void residual_add_kernel(T* out, const T* residual, const T* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) out[i] = residual[i] + x[i];
+}
 
 template <class T>
 void residual_forward_kernel(T* out, const T* residual, const T* x, int64_t n, const DropoutMask& mask) {
   const double scale = mask.scale();
+  const int64_t chunks = (n + kMaskChunk - 1) / kMaskChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const double branch = mask.keep(static_cast<uint64_t>(i)) ? x[i] * scale : 0.0;
-    out[i] = static_cast<T>(residual[i] + branch);
+  for (int64_t c = 0; c < chunks; ++c) {
+    DropoutCursor cursor(mask);
+    for (int64_t i = c * kMaskChunk; i < std::min(n, (c + 1) * kMaskChunk); ++i) {
+      const double branch = cursor.keep(static_cast<uint64_t>(i)) ? x[i] * scale : 0.0;
+      out[i] = static_cast<T>(residual[i] + branch);
+    }
   }
 }
 
 template <class T>
 void residual_backward_kernel(T* dx, const T* dout, int64_t n, const DropoutMask& mask) {
   const double scale = mask.scale();
+  const int64_t chunks = (n + kMaskChunk - 1) / kMaskChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dx[i] = mask.keep(static_cast<uint64_t>(i)) ? static_cast<T>(dout[i] * scale) : T(0);
+  for (int64_t c = 0; c < chunks; ++c) {
+    DropoutCursor cursor(mask);
+    for (int64_t i = c * kMaskChunk; i < std::min(n, (c + 1) * kMaskChunk); ++i)
+      dx[i] = cursor.keep(static_cast<uint64_t>(i)) ? static_cast<T>(dout[i] * scale) : T(0);
+  }
 }
 
 }  // namespace
@@ -41,7 +60,11 @@ void CpuBackend::residual_forward(const ResidualForwardArgs& args) {
   const DType dtype = common_float_dtype({&args.out, &args.residual, &args.x});
   const DropoutMask mask(args.dropout);
   dispatch_float(dtype, [&]<class T>(T) {
-    residual_forward_kernel(args.out.as<T>(), args.residual.as<T>(), args.x.as<T>(), args.x.numel(), mask);
+    if (mask.active()) {
+      residual_forward_kernel(args.out.as<T>(), args.residual.as<T>(), args.x.as<T>(), args.x.numel(), mask);
+    } else {
+      residual_add_kernel(args.out.as<T>(), args.residual.as<T>(), args.x.as<T>(), args.x.numel());
+    }
   });
 }
 

@@ -1,9 +1,12 @@
 // Row-wise softmax over the last dimension D of a tensor seen as [N,D].
 //   forward:  out[j] = exp(in[j] - max) / sum_k exp(in[k] - max)
 //   backward: din[j] = out[j] * (dout[j] - sum_k dout[k] out[k])
-// Sums accumulate in double. The backward reduces a row before writing it, so din may alias dout or out.
+// Exponentials in the tensor's precision (exp_of, vec_math.h); sums accumulate in double in lane_sum's
+// fixed order. Each element is read before it is written, so out may alias in; the backward reduces a row
+// before writing it, so din may alias dout or out.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/vec_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,14 +20,12 @@ void softmax_forward_kernel(T* out, const T* in, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* x = in + r * cols;
     T* y = out + r * cols;
-    T max_val = x[0];
-    for (int64_t j = 1; j < cols; ++j) max_val = std::max(max_val, x[j]);
-    Accum<T> sum = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      const T e = std::exp(x[j] - max_val);
+    const T max_val = lane_max(x, cols);
+    const double sum = lane_sum(cols, [&](int64_t j) {
+      const T e = exp_of(x[j] - max_val);
       y[j] = e;
-      sum += e;
-    }
+      return e;
+    });
     const T inv = static_cast<T>(1.0 / sum);
     for (int64_t j = 0; j < cols; ++j) y[j] *= inv;
   }
@@ -37,9 +38,7 @@ void softmax_backward_kernel(T* din, const T* dout, const T* out, int64_t rows, 
     const T* dy = dout + r * cols;
     const T* y = out + r * cols;
     T* dx = din + r * cols;
-    Accum<T> dot = 0;
-    for (int64_t j = 0; j < cols; ++j) dot += static_cast<Accum<T>>(dy[j]) * y[j];
-    const T d = static_cast<T>(dot);
+    const T d = static_cast<T>(lane_sum(cols, [&](int64_t j) { return static_cast<double>(dy[j]) * y[j]; }));
     for (int64_t j = 0; j < cols; ++j) dx[j] = y[j] * (dy[j] - d);
   }
 }

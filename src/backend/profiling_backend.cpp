@@ -1,0 +1,209 @@
+#include "backend/profiling_backend.h"
+
+#include "core/error.h"
+
+#include <ctime>
+
+namespace gpt {
+namespace {
+
+struct OpInfo {
+  const char* name;
+  OpCategory category;
+};
+
+// Indexed by ProfiledOp.
+constexpr std::array<OpInfo, kNumProfiledOps> kOps = {{
+    {"fill", OpCategory::Other},
+    {"copy", OpCategory::Other},
+    {"matmul", OpCategory::Matmul},
+    {"bias_backward", OpCategory::Other},
+    {"layernorm_forward", OpCategory::LayerNorm},
+    {"layernorm_backward", OpCategory::LayerNorm},
+    {"attention_forward", OpCategory::Attention},
+    {"attention_backward", OpCategory::Attention},
+    {"softmax_forward", OpCategory::Softmax},
+    {"softmax_backward", OpCategory::Softmax},
+    {"gelu_forward", OpCategory::Gelu},
+    {"gelu_backward", OpCategory::Gelu},
+    {"residual_forward", OpCategory::Residual},
+    {"residual_backward", OpCategory::Residual},
+    {"embedding_forward", OpCategory::Embedding},
+    {"embedding_backward", OpCategory::Embedding},
+    {"cross_entropy", OpCategory::Softmax},
+    {"adamw_update", OpCategory::Optimizer},
+    {"sum_of_squares", OpCategory::Optimizer},
+    {"cast", OpCategory::Other},
+    {"amax", OpCategory::Other},
+    {"quantize_roundtrip", OpCategory::Other},
+    {"copy_to_device", OpCategory::Other},
+    {"copy_to_host", OpCategory::Other},
+}};
+
+// A tensor as the matrix the op sees: leading dimensions folded into rows.
+void matrix_dims(const Tensor& t, int64_t& rows, int64_t& cols) {
+  cols = t.ndim >= 1 ? t.dim(-1) : 0;
+  rows = cols > 0 ? t.numel() / cols : 0;
+}
+
+}  // namespace
+
+const char* op_category_name(OpCategory category) {
+  switch (category) {
+    case OpCategory::Matmul: return "matrix products";
+    case OpCategory::Attention: return "attention";
+    case OpCategory::LayerNorm: return "layernorm";
+    case OpCategory::Gelu: return "GELU";
+    case OpCategory::Softmax: return "cross-entropy/softmax";
+    case OpCategory::Optimizer: return "optimizer";
+    case OpCategory::Embedding: return "embedding";
+    case OpCategory::Residual: return "residual";
+    case OpCategory::Other: return "other";
+  }
+  return "?";
+}
+
+const char* profiled_op_name(ProfiledOp op) { return kOps[static_cast<size_t>(op)].name; }
+OpCategory profiled_op_category(ProfiledOp op) { return kOps[static_cast<size_t>(op)].category; }
+
+ProfilingBackend::ProfilingBackend(Backend& inner) : inner_(inner) { shapes_.reserve(64); }
+
+void ProfilingBackend::reset() {
+  ops_.fill(OpTiming{});
+  for (MatmulShapeTiming& s : shapes_) {
+    s.calls = 0;
+    s.seconds = 0.0;
+  }
+}
+
+OpTiming ProfilingBackend::category_timing(OpCategory category) const {
+  OpTiming total;
+  for (int i = 0; i < kNumProfiledOps; ++i) {
+    if (kOps[static_cast<size_t>(i)].category != category) continue;
+    total.calls += ops_[static_cast<size_t>(i)].calls;
+    total.seconds += ops_[static_cast<size_t>(i)].seconds;
+    total.cpu_seconds += ops_[static_cast<size_t>(i)].cpu_seconds;
+  }
+  return total;
+}
+
+double ProfilingBackend::total_seconds() const {
+  double total = 0.0;
+  for (const OpTiming& t : ops_) total += t.seconds;
+  return total;
+}
+
+double ProfilingBackend::process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+template <class F>
+double ProfilingBackend::timed(ProfiledOp op, F&& f) {
+  if (!enabled_) {
+    f();
+    return 0.0;
+  }
+  inner_.synchronize();
+  const double cpu_start = process_cpu_seconds();
+  const Clock::time_point start = Clock::now();
+  f();
+  inner_.synchronize();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  OpTiming& t = ops_[static_cast<size_t>(op)];
+  ++t.calls;
+  t.seconds += seconds;
+  t.cpu_seconds += process_cpu_seconds() - cpu_start;
+  return seconds;
+}
+
+void ProfilingBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  timed(ProfiledOp::CopyToDevice, [&] { inner_.copy_to_device(dst, host_src, bytes); });
+}
+void ProfilingBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  timed(ProfiledOp::CopyToHost, [&] { inner_.copy_to_host(host_dst, src, bytes); });
+}
+
+void ProfilingBackend::fill(const FillArgs& args) { timed(ProfiledOp::Fill, [&] { inner_.fill(args); }); }
+void ProfilingBackend::copy(const CopyArgs& args) { timed(ProfiledOp::Copy, [&] { inner_.copy(args); }); }
+
+void ProfilingBackend::matmul(const MatmulArgs& args) {
+  const double seconds = timed(ProfiledOp::Matmul, [&] { inner_.matmul(args); });
+  if (!enabled_) return;
+  int64_t a_rows, a_cols, b_rows, b_cols;
+  matrix_dims(args.a, a_rows, a_cols);
+  matrix_dims(args.b, b_rows, b_cols);
+  MatmulShapeTiming key;
+  key.m = args.trans_a ? a_cols : a_rows;
+  key.k = args.trans_a ? a_rows : a_cols;
+  key.n = args.trans_b ? b_rows : b_cols;
+  key.trans_a = args.trans_a;
+  key.trans_b = args.trans_b;
+  for (MatmulShapeTiming& s : shapes_) {
+    if (s.m == key.m && s.n == key.n && s.k == key.k && s.trans_a == key.trans_a && s.trans_b == key.trans_b) {
+      ++s.calls;
+      s.seconds += seconds;
+      return;
+    }
+  }
+  key.calls = 1;
+  key.seconds = seconds;
+  shapes_.push_back(key);
+}
+
+void ProfilingBackend::bias_backward(const BiasBackwardArgs& args) {
+  timed(ProfiledOp::BiasBackward, [&] { inner_.bias_backward(args); });
+}
+void ProfilingBackend::layernorm_forward(const LayerNormForwardArgs& args) {
+  timed(ProfiledOp::LayerNormForward, [&] { inner_.layernorm_forward(args); });
+}
+void ProfilingBackend::layernorm_backward(const LayerNormBackwardArgs& args) {
+  timed(ProfiledOp::LayerNormBackward, [&] { inner_.layernorm_backward(args); });
+}
+void ProfilingBackend::attention_forward(const AttentionForwardArgs& args) {
+  timed(ProfiledOp::AttentionForward, [&] { inner_.attention_forward(args); });
+}
+void ProfilingBackend::attention_backward(const AttentionBackwardArgs& args) {
+  timed(ProfiledOp::AttentionBackward, [&] { inner_.attention_backward(args); });
+}
+void ProfilingBackend::softmax_forward(const SoftmaxForwardArgs& args) {
+  timed(ProfiledOp::SoftmaxForward, [&] { inner_.softmax_forward(args); });
+}
+void ProfilingBackend::softmax_backward(const SoftmaxBackwardArgs& args) {
+  timed(ProfiledOp::SoftmaxBackward, [&] { inner_.softmax_backward(args); });
+}
+void ProfilingBackend::gelu_forward(const GeluForwardArgs& args) {
+  timed(ProfiledOp::GeluForward, [&] { inner_.gelu_forward(args); });
+}
+void ProfilingBackend::gelu_backward(const GeluBackwardArgs& args) {
+  timed(ProfiledOp::GeluBackward, [&] { inner_.gelu_backward(args); });
+}
+void ProfilingBackend::residual_forward(const ResidualForwardArgs& args) {
+  timed(ProfiledOp::ResidualForward, [&] { inner_.residual_forward(args); });
+}
+void ProfilingBackend::residual_backward(const ResidualBackwardArgs& args) {
+  timed(ProfiledOp::ResidualBackward, [&] { inner_.residual_backward(args); });
+}
+void ProfilingBackend::embedding_forward(const EmbeddingForwardArgs& args) {
+  timed(ProfiledOp::EmbeddingForward, [&] { inner_.embedding_forward(args); });
+}
+void ProfilingBackend::embedding_backward(const EmbeddingBackwardArgs& args) {
+  timed(ProfiledOp::EmbeddingBackward, [&] { inner_.embedding_backward(args); });
+}
+void ProfilingBackend::cross_entropy(const CrossEntropyArgs& args) {
+  timed(ProfiledOp::CrossEntropy, [&] { inner_.cross_entropy(args); });
+}
+void ProfilingBackend::adamw_update(const AdamWArgs& args) {
+  timed(ProfiledOp::AdamWUpdate, [&] { inner_.adamw_update(args); });
+}
+void ProfilingBackend::sum_of_squares(const SumOfSquaresArgs& args) {
+  timed(ProfiledOp::SumOfSquares, [&] { inner_.sum_of_squares(args); });
+}
+void ProfilingBackend::cast(const CastArgs& args) { timed(ProfiledOp::Cast, [&] { inner_.cast(args); }); }
+void ProfilingBackend::amax(const AmaxArgs& args) { timed(ProfiledOp::Amax, [&] { inner_.amax(args); }); }
+void ProfilingBackend::quantize_roundtrip(const QuantizeRoundtripArgs& args) {
+  timed(ProfiledOp::QuantizeRoundtrip, [&] { inner_.quantize_roundtrip(args); });
+}
+
+}  // namespace gpt

@@ -1,0 +1,123 @@
+// ProfilingBackend: wraps any Backend, forwards every call unchanged and adds up the wall time of each
+// op, so a benchmark can say where a step's time goes without touching the model. Each timed op is
+// bracketed by synchronize() on the wrapped backend, so on an asynchronous backend the time of an op is
+// the op's own (at the price of draining the queue around every op; on the CPU synchronize is free).
+// Matrix products are also tallied per shape (m, n, k, transposes), which is how achieved GEMM rates
+// are compared with the peak at the same shapes.
+//
+// Besides wall time each op records the process's CPU time (all threads) spent while it ran: on a
+// machine shared with other work, wall time well above CPU time / threads means the op waited for a core.
+// Memory management (allocate/deallocate) is forwarded untimed: it happens outside the step. Host
+// transfers are timed under "other". Not thread-safe: one thread issues ops, as the model does.
+#pragma once
+
+#include "backend/backend.h"
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+enum class OpCategory { Matmul, Attention, LayerNorm, Gelu, Softmax, Optimizer, Embedding, Residual, Other };
+inline constexpr int kNumOpCategories = 9;
+// "matrix products", "attention", "layernorm", "GELU", "cross-entropy/softmax", "optimizer",
+// "embedding", "residual", "other".
+const char* op_category_name(OpCategory category);
+
+// Every timed call of the Backend interface.
+enum class ProfiledOp {
+  Fill, Copy, Matmul, BiasBackward, LayerNormForward, LayerNormBackward, AttentionForward, AttentionBackward,
+  SoftmaxForward, SoftmaxBackward, GeluForward, GeluBackward, ResidualForward, ResidualBackward,
+  EmbeddingForward, EmbeddingBackward, CrossEntropy, AdamWUpdate, SumOfSquares, Cast, Amax, QuantizeRoundtrip,
+  CopyToDevice, CopyToHost,
+};
+inline constexpr int kNumProfiledOps = 24;
+const char* profiled_op_name(ProfiledOp op);  // the Backend method's name, e.g. "layernorm_forward"
+OpCategory profiled_op_category(ProfiledOp op);
+
+struct OpTiming {
+  int64_t calls = 0;
+  double seconds = 0.0;      // wall time
+  double cpu_seconds = 0.0;  // CPU time of the whole process meanwhile
+};
+
+// One GEMM shape as the op sees it: out[m,n] = op(a)[m,k] op(b)[k,n].
+struct MatmulShapeTiming {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t calls = 0;
+  double seconds = 0.0;
+  double flops() const {
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(calls);
+  }
+};
+
+class ProfilingBackend final : public Backend {
+ public:
+  explicit ProfilingBackend(Backend& inner);
+
+  Backend& inner() { return inner_; }
+  // Zeroes every counter; the shape table keeps its storage, so timed steps do not allocate.
+  void reset();
+  // While disabled, ops are forwarded without timing or counting.
+  void set_enabled(bool enabled) { enabled_ = enabled; }
+  bool enabled() const { return enabled_; }
+
+  const OpTiming& timing(ProfiledOp op) const { return ops_[static_cast<size_t>(op)]; }
+  OpTiming category_timing(OpCategory category) const;
+  const std::vector<MatmulShapeTiming>& matmul_shapes() const { return shapes_; }
+  double total_seconds() const;  // wall time of all timed ops
+
+  // CPU time of the whole process so far (CLOCK_PROCESS_CPUTIME_ID), in seconds.
+  static double process_cpu_seconds();
+
+  std::string name() const override { return inner_.name(); }
+  Device device() const override { return inner_.device(); }
+  bool attention_keeps_probs() const override { return inner_.attention_keeps_probs(); }
+
+  void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
+  void deallocate(void* ptr) override { inner_.deallocate(ptr); }
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void synchronize() override { inner_.synchronize(); }
+
+  void fill(const FillArgs& args) override;
+  void copy(const CopyArgs& args) override;
+  void matmul(const MatmulArgs& args) override;
+  void bias_backward(const BiasBackwardArgs& args) override;
+  void layernorm_forward(const LayerNormForwardArgs& args) override;
+  void layernorm_backward(const LayerNormBackwardArgs& args) override;
+  void attention_forward(const AttentionForwardArgs& args) override;
+  void attention_backward(const AttentionBackwardArgs& args) override;
+  void softmax_forward(const SoftmaxForwardArgs& args) override;
+  void softmax_backward(const SoftmaxBackwardArgs& args) override;
+  void gelu_forward(const GeluForwardArgs& args) override;
+  void gelu_backward(const GeluBackwardArgs& args) override;
+  void residual_forward(const ResidualForwardArgs& args) override;
+  void residual_backward(const ResidualBackwardArgs& args) override;
+  void embedding_forward(const EmbeddingForwardArgs& args) override;
+  void embedding_backward(const EmbeddingBackwardArgs& args) override;
+  void cross_entropy(const CrossEntropyArgs& args) override;
+  void adamw_update(const AdamWArgs& args) override;
+  void sum_of_squares(const SumOfSquaresArgs& args) override;
+  void cast(const CastArgs& args) override;
+  void amax(const AmaxArgs& args) override;
+  void quantize_roundtrip(const QuantizeRoundtripArgs& args) override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // Runs f between two synchronize() calls and charges the time to op; returns the seconds.
+  template <class F>
+  double timed(ProfiledOp op, F&& f);
+
+  Backend& inner_;
+  bool enabled_ = true;
+  std::array<OpTiming, kNumProfiledOps> ops_{};
+  std::vector<MatmulShapeTiming> shapes_;
+};
+
+}  // namespace gpt

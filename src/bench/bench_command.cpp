@@ -1,0 +1,418 @@
+// gpt-train bench: builds the configured model, optimizer and data (the train shards, or seeded random
+// tokens when there are none) on a ProfilingBackend around the configured backend, measures the GEMM peak
+// (gemm_peak.h), runs warm-up steps and then timed steps the way Trainer::train_step does (zero the
+// gradients; forward and backward per micro-batch; the global gradient norm; AdamW), and prints a report
+// on stdout: ms/step, tokens/s, model FLOPs utilisation, the time of each op family and each GEMM shape.
+// The data of a step is fetched before its clock starts, as in the trainer.
+#include "bench/bench_command.h"
+
+#include "backend/backend.h"
+#include "backend/profiling_backend.h"
+#include "bench/flops.h"
+#include "bench/gemm_peak.h"
+#include "cli/args.h"
+#include "config/config_loader.h"
+#include "core/random.h"
+#include "cpu/blas_runtime.h"
+#include "data/loader.h"
+#include "memory/recompute.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+#include "train/metrics.h"
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <optional>
+
+namespace gpt::bench {
+namespace {
+
+const std::vector<OptionSpec> kBenchOptions = {
+    {"steps", "N", "Timed optimizer steps (default 10)."},
+    {"warmup", "N", "Untimed steps before them (default 3)."},
+    {"peak-reps", "N", "Timed calls per GEMM shape when measuring the peak (default 5; 0 skips the peak and MFU)."},
+    {"json", "FILE", "Also write the headline numbers as one JSON object to FILE."},
+    {"set", "KEY=VALUE", "Override a config key, e.g. --set train.threads=2 (repeatable).", true},
+};
+
+std::string read_first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The 1-, 5- and 15-minute load averages, or "n/a".
+std::string load_average() {
+  const std::string line = read_first_line("/proc/loadavg");
+  if (line.empty()) return "n/a";
+  size_t end = 0;
+  for (int field = 0; field < 3 && end != std::string::npos; ++field) end = line.find(' ', end + (field > 0));
+  return line.substr(0, end);
+}
+
+double load_1min() {
+  const std::string line = read_first_line("/proc/loadavg");
+  return line.empty() ? NAN : std::atof(line.c_str());
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string group_digits(int64_t value) {
+  std::string digits = std::to_string(value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string env_or_unset(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "unset";
+}
+
+const char* proc_bind_name(omp_proc_bind_t bind) {
+  switch (bind) {
+    case omp_proc_bind_false: return "false";
+    case omp_proc_bind_true: return "true";
+    case omp_proc_bind_master: return "master";
+    case omp_proc_bind_close: return "close";
+    case omp_proc_bind_spread: return "spread";
+  }
+  return "?";
+}
+
+struct StepTimes {
+  std::vector<double> ms;
+  double mean() const { return std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size()); }
+  double median() const {
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  }
+  double min() const { return *std::min_element(ms.begin(), ms.end()); }
+  double max() const { return *std::max_element(ms.begin(), ms.end()); }
+};
+
+// Micro-batches from the train shards, or seeded random tokens when there are none.
+class BenchData {
+ public:
+  BenchData(const Config& config, int batch, int seq_len) {
+    DataLoaderOptions options;
+    options.pattern = config.data.train;
+    options.batch_size = batch;
+    options.seq_len = seq_len;
+    options.vocab_size = config.model.vocab_size;
+    options.shuffle = true;
+    options.seed = config.train.seed;
+    try {
+      loader_ = std::make_unique<DataLoader>(options);
+      description_ = fmt::format("{} ({} shards, {} samples of {} tokens)", config.data.train,
+                                 loader_->shard_paths().size(), loader_->num_samples(), seq_len);
+    } catch (const Error& e) {
+      description_ = fmt::format("random tokens (uniform over the {} ids, seeded): the train data could not be read: {}",
+                                 config.model.vocab_size, e.what());
+      rng_.emplace(config.train.seed, 0x62656e63u);
+      vocab_ = static_cast<uint32_t>(config.model.vocab_size);
+    }
+  }
+
+  const std::string& description() const { return description_; }
+
+  void next(std::span<int32_t> inputs, std::span<int32_t> targets) {
+    if (loader_) {
+      loader_->next_batch(inputs, targets);
+      return;
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      inputs[i] = static_cast<int32_t>(rng_->next_u32() % vocab_);
+      targets[i] = static_cast<int32_t>(rng_->next_u32() % vocab_);
+    }
+  }
+
+ private:
+  std::unique_ptr<DataLoader> loader_;
+  std::optional<HostRng> rng_;
+  uint32_t vocab_ = 1;
+  std::string description_;
+};
+
+int run(const std::vector<std::string>& argv) {
+  ParsedArgs args = parse_args("bench", argv, kBenchOptions);
+  GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train bench CONFIG.yaml [--steps N] [--warmup N] [--set key=value ...]");
+  const int steps = args.get_int("steps", 10), warmup = args.get_int("warmup", 3), peak_reps = args.get_int("peak-reps", 5);
+  GPT_CHECK(steps >= 1, "--steps must be >= 1, got {}", steps);
+  GPT_CHECK(warmup >= 0, "--warmup must be >= 0, got {}", warmup);
+  GPT_CHECK(peak_reps >= 0, "--peak-reps must be >= 0, got {}", peak_reps);
+  Config config = load_config(args.positionals[0], args.all("set"));
+  spdlog::set_level(spdlog::level::warn);
+  const std::string load_start = load_average();
+  const double load_start_1min = load_1min();
+
+  const TrainConfig& t = config.train;
+  const int B = t.batch_size, T = t.seq_len;
+  int K = t.grad_accum_steps;
+  if (t.global_batch_tokens > 0) {
+    const int64_t micro = static_cast<int64_t>(B) * T;
+    GPT_CHECK(t.global_batch_tokens % micro == 0, "train.global_batch_tokens = {} is not a multiple of B x T = {}",
+              t.global_batch_tokens, micro);
+    K = static_cast<int>(t.global_batch_tokens / micro);
+  }
+  const int64_t micro_tokens = static_cast<int64_t>(B) * T, step_tokens = micro_tokens * K;
+
+  std::unique_ptr<Backend> backend = make_backend(parse_backend_kind(t.backend), t.threads);
+  ProfilingBackend prof(*backend);
+  const RecomputePolicy policy = resolve_recompute(config.recompute, config.model.n_layer);
+  GPT model(config.model, B, T, prof, DType::F32, policy);
+  model.init_weights(t.seed);
+  AdamW optimizer(config.optim, model.parameter_layout(), prof);
+  BenchData data(config, B, T);
+  std::vector<int32_t> inputs(static_cast<size_t>(step_tokens)), targets(inputs.size());
+
+  const ModelConfig& mc = config.model;
+  const ModelFlops flops = model_flops(mc, T);
+  const double model_flops_per_step = flops.per_token() * static_cast<double>(step_tokens);
+  const bool cpu = backend->device() == Device::CPU;
+
+  fmt::print("gpt-train bench {}\n\n", args.positionals[0]);
+  fmt::print("model      L{} C{} NH{} V{} (padded to {}), T{}: {} parameters, FP32; recompute: {}\n", mc.n_layer, mc.n_embd,
+             mc.n_head, mc.vocab_size, mc.padded_vocab_size(), T, group_digits(model.num_parameters()), policy.describe());
+  fmt::print("batch      {} micro-batch(es) x B{} x T{} = {} tokens per step\n", K, B, T, step_tokens);
+  fmt::print("data       {}\n", data.description());
+  fmt::print("machine    {}, {} cores online; load average (1/5/15 min) at start: {}\n", cpu_model(), omp_get_num_procs(),
+             load_start);
+  if (cpu) {
+    const cpu::BlasInfo blas = cpu::blas_info();
+    fmt::print("threads    {} OpenMP threads; BLAS: {}\n", omp_get_max_threads(), blas.config);
+    fmt::print("           BLAS kernels: {}{}\n", blas.core, blas.note.empty() ? "" : " (" + blas.note + ")");
+    fmt::print("           BLAS threading: {} (openblas_get_parallel() = {}), {} threads{}\n",
+               cpu::blas_parallel_name(blas.parallel), blas.parallel, blas.threads,
+               blas.parallel == 2 ? ": BLAS and our own loops share libgomp's thread pool" : "");
+    fmt::print("           OMP_PROC_BIND={}, OMP_PLACES={} (omp_get_proc_bind(): {})\n", env_or_unset("OMP_PROC_BIND"),
+               env_or_unset("OMP_PLACES"), proc_bind_name(omp_get_proc_bind()));
+  } else {
+    fmt::print("backend    {}\n", backend->name());
+  }
+
+  fmt::print("\nmodel FLOPs per token: 6N = 6 x {} = {:.1f} MFLOP (N: every parameter but the position embedding, "
+             "a lookup; nanoGPT's convention)\n",
+             group_digits(flops.counted_parameters), flops.dense_per_token / 1e6);
+  fmt::print("                     + 12 L T C = {:.1f} MFLOP (attention; the full T x T square, causal masking not "
+             "discounted)\n",
+             flops.attention_per_token / 1e6);
+  fmt::print("                     = {:.1f} MFLOP/token, {:.2f} GFLOP/step\n", flops.per_token() / 1e6,
+             model_flops_per_step / 1e9);
+
+  // The peak, at the model's GEMM shapes.
+  std::vector<GemmShape> shapes = model_gemm_shapes(mc, B, T, K);
+  std::optional<GemmPeak> peak;
+  if (cpu && peak_reps > 0) {
+    peak = measure_gemm_peak(shapes, peak_reps);
+    fmt::print("\nmatrix-product peak: cblas_sgemm at the model's shapes, {} threads, best of {} calls each\n",
+               omp_get_max_threads(), peak_reps);
+    fmt::print("  {:<44} {:>6} {:>6} {:>6} {:>4} {:>5} {:>9} {:>9}\n", "GEMM", "m", "n", "k", "op", "/step", "GFLOP/st",
+               "GFLOP/s");
+    for (const GemmRate& r : peak->rates) {
+      const GemmShape& s = r.shape;
+      fmt::print("  {:<44} {:>6} {:>6} {:>6} {:>4} {:>5} {:>9.2f} {:>9.1f}\n", s.name, s.m, s.n, s.k,
+                 fmt::format("{}{}", s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N'), s.per_step,
+                 s.flops() * static_cast<double>(s.per_step) / 1e9, r.gflops);
+    }
+    fmt::print("  FLOP-weighted peak: {:.1f} GFLOP/s ({:.2f} GFLOP of GEMMs per step would take {:.1f} ms)\n",
+               peak->weighted_gflops(), peak->step_flops / 1e9, peak->step_seconds_at_peak * 1e3);
+  } else {
+    fmt::print("\nmatrix-product peak: not measured ({})\n", cpu ? "--peak-reps 0" : "cblas_sgemm measures the CPU only");
+  }
+
+  // Steps.
+  int64_t step_index = 0;
+  double last_loss = 0.0;
+  auto step = [&]() -> double {
+    const size_t micro = static_cast<size_t>(micro_tokens);
+    for (int k = 0; k < K; ++k)
+      data.next(std::span(inputs).subspan(k * micro, micro), std::span(targets).subspan(k * micro, micro));
+    const auto start = std::chrono::steady_clock::now();
+    const float dloss = static_cast<float>(1.0 / static_cast<double>(step_tokens));
+    model.zero_grads();
+    double loss_sum = 0.0;
+    for (int k = 0; k < K; ++k) {
+      const StepContext ctx{t.seed, static_cast<uint32_t>(step_index), static_cast<uint32_t>(k), true};
+      model.forward(std::span<const int32_t>(inputs).subspan(k * micro, micro),
+                    std::span<const int32_t>(targets).subspan(k * micro, micro), B, T, ctx, dloss);
+      loss_sum += model.loss_sum();
+      model.backward(ctx);
+    }
+    const double norm = std::sqrt(model.gradient_norm_squared());
+    const double clip = config.optim.grad_clip;
+    const double lr = learning_rate(config.optim, static_cast<int>(step_index), t.steps);
+    optimizer.step(model.parameter_arena(), model.gradient_arena(), lr, clip > 0.0 && norm > clip ? clip / norm : 1.0);
+    prof.synchronize();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    last_loss = loss_sum / static_cast<double>(step_tokens);
+    ++step_index;
+    return ms;
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  prof.reset();
+  model.reset_flops();
+  StepTimes times;
+  const double cpu_start = ProfilingBackend::process_cpu_seconds();
+  for (int i = 0; i < steps; ++i) times.ms.push_back(step());
+  const double cpu_ms = (ProfilingBackend::process_cpu_seconds() - cpu_start) * 1e3 / steps;
+  const std::string load_end = load_average();
+
+  const double mean_s = times.mean() / 1e3;
+  const double achieved = model_flops_per_step / mean_s;
+  const double recompute_per_step = model.flops().recompute / steps;
+  fmt::print("\nsteps      {} warm-up, {} timed; load average at end: {}; last loss {:.4f}\n", warmup, steps, load_end,
+             last_loss);
+  fmt::print("ms/step    mean {:.1f} | median {:.1f} | min {:.1f} | max {:.1f}\n", times.mean(), times.median(),
+             times.min(), times.max());
+  fmt::print("cpu        {:.1f} ms of CPU time per step: {:.2f} of {} threads busy on average (fewer than the threads: "
+             "serial work, or cores taken by other processes)\n",
+             cpu_ms, cpu_ms / times.mean(), omp_get_max_threads());
+  fmt::print("tokens/s   {:.1f}\n", static_cast<double>(step_tokens) / mean_s);
+  fmt::print("model      {:.1f} GFLOP/s achieved", achieved / 1e9);
+  if (peak) fmt::print("; MFU {:.1f}% of the measured {:.1f} GFLOP/s peak", 100.0 * achieved / 1e9 / peak->weighted_gflops(),
+                       peak->weighted_gflops());
+  fmt::print("\n");
+  if (peak && flops.attention_per_token > 0.0) {
+    // Causal masking skips half of the T x T products; counting only that half shows how much of the MFU
+    // above is the convention's (it matters when 12 L T C is a large part of the FLOPs, i.e. T >> C).
+    const double causal =
+        (model_flops_per_step - 0.5 * flops.attention_per_token * static_cast<double>(step_tokens)) / mean_s;
+    fmt::print("           with attention counted causally (6 L T C): {:.1f} GFLOP/s, MFU {:.1f}%\n", causal / 1e9,
+               100.0 * causal / 1e9 / peak->weighted_gflops());
+  }
+  if (recompute_per_step > 0.0) {
+    const double hardware = model_flops_per_step + recompute_per_step;
+    fmt::print("recompute  {:.2f} GFLOP/step rerun by activation recomputation (not model FLOPs); with them {:.1f} "
+               "GFLOP/s{}\n",
+               recompute_per_step / 1e9, hardware / mean_s / 1e9,
+               peak ? fmt::format(", {:.1f}% of the peak", 100.0 * hardware / mean_s / 1e9 / peak->weighted_gflops()) : "");
+  }
+
+  // Where the time goes.
+  const double step_ms = times.mean();
+  auto per_step_ms = [&](double seconds) { return seconds * 1e3 / steps; };
+  fmt::print("\ntime by op, per step (each op timed between two synchronize() calls; cpu ms: CPU time of all threads):\n");
+  fmt::print("  {:<30} {:>9} {:>7} {:>9} {:>7}\n", "", "ms", "share", "cpu ms", "calls");
+  double ops_ms = 0.0;
+  for (int c = 0; c < kNumOpCategories; ++c) {
+    const auto category = static_cast<OpCategory>(c);
+    const OpTiming total = prof.category_timing(category);
+    if (total.calls == 0) continue;
+    ops_ms += per_step_ms(total.seconds);
+    fmt::print("  {:<30} {:>9.1f} {:>6.1f}% {:>9.1f} {:>7}\n", op_category_name(category), per_step_ms(total.seconds),
+               100.0 * per_step_ms(total.seconds) / step_ms, per_step_ms(total.cpu_seconds), total.calls / steps);
+    for (int o = 0; o < kNumProfiledOps; ++o) {
+      const auto op = static_cast<ProfiledOp>(o);
+      const OpTiming& ot = prof.timing(op);
+      if (profiled_op_category(op) != category || ot.calls == 0) continue;
+      fmt::print("    {:<28} {:>9.1f} {:>6.1f}% {:>9.1f} {:>7}\n", profiled_op_name(op), per_step_ms(ot.seconds),
+                 100.0 * per_step_ms(ot.seconds) / step_ms, per_step_ms(ot.cpu_seconds), ot.calls / steps);
+    }
+  }
+  fmt::print("  {:<30} {:>9.1f} {:>6.1f}%\n", "host work between ops", step_ms - ops_ms, 100.0 * (step_ms - ops_ms) / step_ms);
+  if (flops.attention_per_token > 0.0) {
+    fmt::print("  attention: {:.1f}% of the time for {:.1f}% of the model FLOPs\n",
+               100.0 * per_step_ms(prof.category_timing(OpCategory::Attention).seconds) / step_ms,
+               100.0 * flops.attention_per_token / flops.per_token());
+  }
+
+  // GEMMs: achieved rate against the peak at the same shape.
+  fmt::print("\nmatrix products by shape, per step:\n");
+  fmt::print("  {:<44} {:>9} {:>9} {:>9}\n", "GEMM", "ms", "GFLOP/s", "of peak");
+  double gemm_flops = 0.0, gemm_seconds = 0.0;
+  for (const MatmulShapeTiming& s : prof.matmul_shapes()) {
+    if (s.calls == 0) continue;
+    std::string name = fmt::format("[{}x{}x{} {}{}]", s.m, s.n, s.k, s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N');
+    std::string of_peak = "-";
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const GemmShape& g = shapes[i];
+      if (g.m != s.m || g.n != s.n || g.k != s.k || g.trans_a != s.trans_a || g.trans_b != s.trans_b) continue;
+      name = g.name;
+      if (peak) of_peak = fmt::format("{:.0f}%", 100.0 * (s.flops() / s.seconds / 1e9) / peak->rates[i].gflops);
+    }
+    gemm_flops += s.flops();
+    gemm_seconds += s.seconds;
+    fmt::print("  {:<44} {:>9.1f} {:>9.1f} {:>9}\n", name, per_step_ms(s.seconds), s.flops() / s.seconds / 1e9, of_peak);
+  }
+  if (gemm_seconds > 0.0) {
+    fmt::print("  all matrix products: {:.1f} GFLOP/s{}\n", gemm_flops / gemm_seconds / 1e9,
+               peak ? fmt::format(", {:.0f}% of the FLOP-weighted peak", 100.0 * gemm_flops / gemm_seconds / 1e9 /
+                                                                              peak->weighted_gflops())
+                    : "");
+  }
+  if (cpu) {
+    fmt::print("\nthread placement: libgomp reads OMP_PROC_BIND and OMP_PLACES once, at start-up; on a machine of "
+               "your own, OMP_PROC_BIND=close OMP_PLACES=cores keeps each thread on one core (and the BLAS, which "
+               "runs on the same pool, with it). Load from other processes makes every number above noisier.\n");
+  }
+
+  if (args.has("json")) {
+    JsonLine json;
+    json.add("config", args.positionals[0])
+        .add("steps", static_cast<int64_t>(steps))
+        .add("tokens_per_step", step_tokens)
+        .add("ms_per_step", times.mean())
+        .add("ms_per_step_median", times.median())
+        .add("tokens_per_s", static_cast<double>(step_tokens) / mean_s)
+        .add("cpu_ms_per_step", cpu_ms)
+        .add("model_gflop_per_step", model_flops_per_step / 1e9)
+        .add("achieved_gflops", achieved / 1e9)
+        .add("load_1min_start", load_start_1min)
+        .add("load_1min_end", load_1min());
+    if (peak) json.add("peak_gflops", peak->weighted_gflops()).add("mfu", achieved / 1e9 / peak->weighted_gflops());
+    constexpr const char* kKeys[kNumOpCategories] = {"matmul", "attention", "layernorm", "gelu", "softmax",
+                                                     "optimizer", "embedding", "residual", "other"};
+    for (int c = 0; c < kNumOpCategories; ++c) {
+      const OpTiming total = prof.category_timing(static_cast<OpCategory>(c));
+      json.add(fmt::format("ms_{}", kKeys[c]), per_step_ms(total.seconds));
+      json.add(fmt::format("cpu_ms_{}", kKeys[c]), per_step_ms(total.cpu_seconds));
+    }
+    json.add("ms_host", step_ms - ops_ms);
+    std::ofstream out(args.get("json"));
+    out << json.str() << "\n";
+    GPT_CHECK(out.good(), "cannot write '{}'", args.get("json"));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_bench_command(const std::vector<std::string>& args) { return run(args); }
+
+std::string bench_help() {
+  return "usage: gpt-train bench CONFIG.yaml [--steps N] [--warmup N] [--set key=value ...]\n\n"
+         "Time training steps of the configured model (the train data, or random tokens when it cannot be read) and\n"
+         "report ms/step, tokens/s, model FLOPs utilisation against the matrix-product peak measured on the spot\n"
+         "(cblas_sgemm at the model's GEMM shapes and thread count), and where the time goes by op and by GEMM\n"
+         "shape. train.grad_accum_steps (or train.global_batch_tokens) sets the micro-batches per step;\n"
+         "memory.budget is not applied. Check the machine's load first: other processes skew every number.\n\n"
+         "options:\n" +
+         options_help(kBenchOptions);
+}
+
+}  // namespace gpt::bench

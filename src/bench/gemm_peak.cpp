@@ -1,0 +1,99 @@
+#include "bench/gemm_peak.h"
+
+#include "core/error.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+
+namespace gpt::bench {
+namespace {
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float[], FreeDeleter>;
+
+// 64-byte aligned, as the CPU backend's arenas are, filled with small values (no denormals, no NaN).
+Buffer make_buffer(int64_t elements) {
+  const size_t bytes = (static_cast<size_t>(std::max<int64_t>(elements, 1)) * sizeof(float) + 63) / 64 * 64;
+  Buffer b(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  GPT_CHECK(b != nullptr, "gemm peak: could not allocate {} bytes", bytes);
+  uint32_t state = 12345u;
+  for (int64_t i = 0; i < elements; ++i) {
+    state = state * 1664525u + 1013904223u;
+    b[i] = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 0.1f;
+  }
+  return b;
+}
+
+void add_shape(std::vector<GemmShape>& shapes, GemmShape s) {
+  for (GemmShape& existing : shapes) {
+    if (existing.same_gemm(s)) {
+      existing.name += " + " + s.name;
+      existing.per_step += s.per_step;
+      return;
+    }
+  }
+  shapes.push_back(std::move(s));
+}
+
+}  // namespace
+
+std::vector<GemmShape> model_gemm_shapes(const ModelConfig& model, int batch, int seq_len, int grad_accum) {
+  const int64_t BT = static_cast<int64_t>(batch) * seq_len, C = model.n_embd, L = model.n_layer;
+  const int64_t Vp = model.padded_vocab_size(), K = grad_accum;
+  struct Linear {
+    const char* name;
+    int64_t out_features, in_features, count;
+  };
+  const Linear linears[] = {
+      {"qkv", 3 * C, C, L}, {"attn proj", C, C, L}, {"fc", 4 * C, C, L}, {"fc proj", C, 4 * C, L}, {"lm head", Vp, C, 1}};
+  std::vector<GemmShape> shapes;
+  for (const Linear& l : linears) {
+    const std::string name = l.name;
+    add_shape(shapes, {name + " forward", BT, l.out_features, l.in_features, false, true, 0.0f, l.count * K});
+    add_shape(shapes, {name + " backward dx", BT, l.in_features, l.out_features, false, false, 0.0f, l.count * K});
+    add_shape(shapes, {name + " backward dW", l.out_features, l.in_features, BT, true, false, 1.0f, l.count * K});
+  }
+  return shapes;
+}
+
+GemmPeak measure_gemm_peak(const std::vector<GemmShape>& shapes, int reps) {
+  GPT_CHECK(reps >= 1, "gemm peak: reps must be >= 1, got {}", reps);
+  int64_t max_a = 0, max_b = 0, max_c = 0;
+  for (const GemmShape& s : shapes) {
+    GPT_CHECK(s.m <= INT_MAX && s.n <= INT_MAX && s.k <= INT_MAX, "gemm peak: {} exceeds the BLAS int range", s.name);
+    max_a = std::max(max_a, s.m * s.k);
+    max_b = std::max(max_b, s.k * s.n);
+    max_c = std::max(max_c, s.m * s.n);
+  }
+  Buffer a = make_buffer(max_a), b = make_buffer(max_b), c = make_buffer(max_c);
+  GemmPeak peak;
+  for (const GemmShape& s : shapes) {
+    const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
+    const int lda = s.trans_a ? m : k, ldb = s.trans_b ? k : n;
+    auto call = [&] {
+      cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+                  1.0f, a.get(), lda, b.get(), ldb, s.beta, c.get(), n);
+    };
+    call();
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      call();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    GemmRate rate{s, best, s.flops() / best / 1e9};
+    peak.step_flops += s.flops() * static_cast<double>(s.per_step);
+    peak.step_seconds_at_peak += best * static_cast<double>(s.per_step);
+    peak.rates.push_back(std::move(rate));
+  }
+  return peak;
+}
+
+}  // namespace gpt::bench

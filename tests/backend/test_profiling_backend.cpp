@@ -1,0 +1,221 @@
+// ProfilingBackend: every op reaches the wrapped backend once, unchanged, between two synchronize()
+// calls; calls are counted per op, per category and per GEMM shape; a model run through it gives
+// bitwise the results of the bare backend, and issues exactly the GEMM shapes the bench's peak
+// measurement assumes. No test asserts a duration beyond its sign.
+#include "backend/profiling_backend.h"
+#include "bench/gemm_peak.h"
+#include "cpu/cpu_backend.h"
+#include "model/gpt.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace gpt {
+namespace {
+
+// Records the order of calls: op names, "sync" for synchronize(), and the out tensor's data pointer.
+class RecordingBackend final : public Backend {
+ public:
+  std::vector<std::string> log;
+  std::vector<const void*> outs;
+
+  std::string name() const override { return "recording"; }
+  Device device() const override { return Device::CPU; }
+  bool attention_keeps_probs() const override { return false; }
+  void* allocate(size_t bytes) override { return std::malloc(bytes); }
+  void deallocate(void* ptr) override { std::free(ptr); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    record("copy_to_device", dst);
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    record("copy_to_host", dst);
+    std::memcpy(dst, src, bytes);
+  }
+  void synchronize() override { log.push_back("sync"); }
+  void fill(const FillArgs& a) override { record("fill", a.out.data); }
+  void copy(const CopyArgs& a) override { record("copy", a.out.data); }
+  void matmul(const MatmulArgs& a) override { record("matmul", a.out.data); }
+  void bias_backward(const BiasBackwardArgs& a) override { record("bias_backward", a.dbias.data); }
+  void layernorm_forward(const LayerNormForwardArgs& a) override { record("layernorm_forward", a.out.data); }
+  void layernorm_backward(const LayerNormBackwardArgs& a) override { record("layernorm_backward", a.din.data); }
+  void attention_forward(const AttentionForwardArgs& a) override { record("attention_forward", a.out.data); }
+  void attention_backward(const AttentionBackwardArgs& a) override { record("attention_backward", a.dqkv.data); }
+  void softmax_forward(const SoftmaxForwardArgs& a) override { record("softmax_forward", a.out.data); }
+  void softmax_backward(const SoftmaxBackwardArgs& a) override { record("softmax_backward", a.din.data); }
+  void gelu_forward(const GeluForwardArgs& a) override { record("gelu_forward", a.out.data); }
+  void gelu_backward(const GeluBackwardArgs& a) override { record("gelu_backward", a.din.data); }
+  void residual_forward(const ResidualForwardArgs& a) override { record("residual_forward", a.out.data); }
+  void residual_backward(const ResidualBackwardArgs& a) override { record("residual_backward", a.dx.data); }
+  void embedding_forward(const EmbeddingForwardArgs& a) override { record("embedding_forward", a.out.data); }
+  void embedding_backward(const EmbeddingBackwardArgs& a) override { record("embedding_backward", a.dwte.data); }
+  void cross_entropy(const CrossEntropyArgs& a) override { record("cross_entropy", a.losses.data); }
+  void adamw_update(const AdamWArgs& a) override { record("adamw_update", a.params.data); }
+  void sum_of_squares(const SumOfSquaresArgs& a) override { record("sum_of_squares", a.out.data); }
+  void cast(const CastArgs& a) override { record("cast", a.out.data); }
+  void amax(const AmaxArgs& a) override { record("amax", a.out.data); }
+  void quantize_roundtrip(const QuantizeRoundtripArgs& a) override { record("quantize_roundtrip", a.out.data); }
+
+ private:
+  void record(const char* op, const void* out) {
+    log.push_back(op);
+    outs.push_back(out);
+  }
+};
+
+TEST(ProfilingBackend, ForwardsEveryOpOnceBetweenSynchronizes) {
+  RecordingBackend inner;
+  ProfilingBackend prof(inner);
+  EXPECT_EQ(prof.name(), "recording");
+  EXPECT_EQ(prof.device(), Device::CPU);
+  EXPECT_FALSE(prof.attention_keeps_probs());
+
+  float storage[8] = {};
+  const Tensor t(storage, {2, 4});
+  char host[32] = {};
+  prof.fill({t, 1.0f});
+  prof.copy({t, t});
+  prof.matmul({t, t, t, Tensor(), false, true});
+  prof.bias_backward({t, t});
+  prof.layernorm_forward({t});
+  prof.layernorm_backward({t});
+  prof.attention_forward({t});
+  prof.attention_backward({t});
+  prof.softmax_forward({t, t});
+  prof.softmax_backward({t, t, t});
+  prof.gelu_forward({t, t});
+  prof.gelu_backward({t, t, t});
+  prof.residual_forward({t, t, t});
+  prof.residual_backward({t, t});
+  prof.embedding_forward({t});
+  prof.embedding_backward({t});
+  CrossEntropyArgs ce;
+  ce.losses = t;
+  prof.cross_entropy(ce);
+  AdamWArgs adam;
+  adam.params = t;
+  prof.adamw_update(adam);
+  prof.sum_of_squares({t, t});
+  CastArgs cast;
+  cast.out = t;
+  prof.cast(cast);
+  AmaxArgs amax;
+  amax.out = t;
+  prof.amax(amax);
+  QuantizeRoundtripArgs q;
+  q.out = t;
+  prof.quantize_roundtrip(q);
+  prof.copy_to_device(storage, host, sizeof(host));
+  prof.copy_to_host(host, storage, sizeof(host));
+
+  ASSERT_EQ(inner.log.size(), 3u * kNumProfiledOps);
+  for (int i = 0; i < kNumProfiledOps; ++i) {
+    const auto op = static_cast<ProfiledOp>(i);
+    EXPECT_EQ(inner.log[3 * i], "sync") << profiled_op_name(op);
+    EXPECT_EQ(inner.log[3 * i + 1], profiled_op_name(op));
+    EXPECT_EQ(inner.log[3 * i + 2], "sync") << profiled_op_name(op);
+    EXPECT_EQ(prof.timing(op).calls, 1) << profiled_op_name(op);
+    EXPECT_GE(prof.timing(op).seconds, 0.0);
+  }
+  for (const void* out : inner.outs) EXPECT_TRUE(out == storage || out == host);
+  EXPECT_GE(prof.total_seconds(), 0.0);
+}
+
+TEST(ProfilingBackend, SumsCategoriesAndGemmShapes) {
+  RecordingBackend inner;
+  ProfilingBackend prof(inner);
+  float a[6 * 4] = {}, b[4 * 5] = {}, out[6 * 5] = {};
+  const Tensor ta(a, {2, 3, 4}), tb(b, {5, 4}), tout(out, {2, 3, 5});
+  prof.matmul({tout, ta, tb, Tensor(), false, true});
+  prof.matmul({tout, ta, tb, Tensor(), false, true});
+  prof.matmul({Tensor(b, {4, 5}), Tensor(a, {6, 4}), Tensor(out, {6, 5}), Tensor(), true, false});
+  prof.gelu_forward({ta, ta});
+  prof.gelu_backward({ta, ta, ta});
+  prof.cross_entropy(CrossEntropyArgs{});
+
+  ASSERT_EQ(prof.matmul_shapes().size(), 2u);
+  const MatmulShapeTiming& s0 = prof.matmul_shapes()[0];
+  EXPECT_EQ(std::tie(s0.m, s0.n, s0.k, s0.trans_a, s0.trans_b, s0.calls), std::make_tuple(6, 5, 4, false, true, 2));
+  EXPECT_DOUBLE_EQ(s0.flops(), 2.0 * 6 * 5 * 4 * 2);
+  const MatmulShapeTiming& s1 = prof.matmul_shapes()[1];
+  EXPECT_EQ(std::tie(s1.m, s1.n, s1.k, s1.trans_a, s1.trans_b, s1.calls), std::make_tuple(4, 5, 6, true, false, 1));
+
+  EXPECT_EQ(prof.category_timing(OpCategory::Matmul).calls, 3);
+  EXPECT_EQ(prof.category_timing(OpCategory::Gelu).calls, 2);
+  EXPECT_EQ(prof.category_timing(OpCategory::Softmax).calls, 1);
+  EXPECT_EQ(prof.category_timing(OpCategory::Attention).calls, 0);
+  EXPECT_STREQ(op_category_name(OpCategory::Softmax), "cross-entropy/softmax");
+
+  prof.reset();
+  EXPECT_EQ(prof.category_timing(OpCategory::Matmul).calls, 0);
+  EXPECT_EQ(prof.matmul_shapes()[0].calls, 0);
+  EXPECT_EQ(prof.total_seconds(), 0.0);
+
+  prof.set_enabled(false);
+  const size_t logged = inner.log.size();
+  prof.matmul({tout, ta, tb, Tensor(), false, true});
+  EXPECT_EQ(inner.log.size(), logged + 1) << "disabled: forwarded without synchronize";
+  EXPECT_EQ(prof.timing(ProfiledOp::Matmul).calls, 0);
+}
+
+struct StepOutputs {
+  double loss = 0.0, norm2 = 0.0;
+  std::vector<float> params;
+};
+
+StepOutputs train_step(Backend& backend, const ModelConfig& m, int B, int T) {
+  GPT model(m, B, T, backend);
+  model.init_weights(7);
+  std::vector<int32_t> tokens(static_cast<size_t>(B) * T), targets(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>((i * 7 + 3) % m.vocab_size);
+    targets[i] = static_cast<int32_t>((i * 5 + 1) % m.vocab_size);
+  }
+  const StepContext ctx{1, 0, 0, true};
+  model.zero_grads();
+  model.forward(tokens, targets, B, T, ctx, 1.0f / static_cast<float>(tokens.size()));
+  StepOutputs out;
+  out.loss = model.loss_sum();
+  model.backward(ctx);
+  out.norm2 = model.gradient_norm_squared();
+  out.params = model.parameters_to_host();
+  return out;
+}
+
+TEST(ProfilingBackend, ModelThroughItMatchesTheBareBackendBitwise) {
+  const ModelConfig m = test::tiny_model(11, 2, 8, 2, 8);
+  cpu::CpuBackend cpu;
+  const StepOutputs bare = train_step(cpu, m, 2, 8);
+  ProfilingBackend prof(cpu);
+  const StepOutputs profiled = train_step(prof, m, 2, 8);
+  EXPECT_EQ(bare.loss, profiled.loss);
+  EXPECT_EQ(bare.norm2, profiled.norm2);
+  EXPECT_EQ(bare.params, profiled.params);
+  EXPECT_GT(prof.timing(ProfiledOp::Matmul).calls, 0);
+  EXPECT_EQ(prof.timing(ProfiledOp::AttentionForward).calls, m.n_layer);
+}
+
+// The GEMMs a forward + backward issues are the ones bench::model_gemm_shapes lists, call for call.
+TEST(ProfilingBackend, ModelIssuesTheGemmShapesTheBenchMeasures) {
+  const ModelConfig m = test::tiny_model(11, 2, 8, 2, 8);
+  const int B = 2, T = 8;
+  cpu::CpuBackend cpu;
+  ProfilingBackend prof(cpu);
+  train_step(prof, m, B, T);
+
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, int64_t> issued, listed;
+  for (const MatmulShapeTiming& s : prof.matmul_shapes()) issued[{s.m, s.n, s.k, s.trans_a, s.trans_b}] += s.calls;
+  for (const bench::GemmShape& s : bench::model_gemm_shapes(m, B, T, 1))
+    listed[{s.m, s.n, s.k, s.trans_a, s.trans_b}] += s.per_step;
+  EXPECT_EQ(issued, listed);
+}
+
+}  // namespace
+}  // namespace gpt
