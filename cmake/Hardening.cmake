@@ -1,0 +1,31 @@
+# GPT_SANITIZE: AddressSanitizer + UndefinedBehaviorSanitizer on every target (gcc or clang); any UB report
+# aborts, so a test that triggers one fails. GPT_FUZZ: also libFuzzer coverage instrumentation and the
+# fuzz_* executables of tests/fuzz (clang only). Both belong in a build directory of their own
+# (scripts/sanitize.sh, scripts/fuzz.sh use build-san).
+option(GPT_SANITIZE "Build everything with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+option(GPT_FUZZ "Build the libFuzzer targets of tests/fuzz (needs clang; turns on GPT_SANITIZE)" OFF)
+
+if(GPT_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "GPT_FUZZ=ON needs clang (libFuzzer), but the C++ compiler is ${CMAKE_CXX_COMPILER_ID}: "
+                        "configure with -DCMAKE_CXX_COMPILER=clang++-16 (scripts/install_fuzz_deps.sh installs it)")
+  endif()
+  set(GPT_SANITIZE ON CACHE BOOL "Build everything with AddressSanitizer and UndefinedBehaviorSanitizer" FORCE)
+  add_compile_options(-fsanitize=fuzzer-no-link)
+  # clang (16 at least) refuses to capture a structured binding in a lambda under -fopenmp ("not yet
+  # supported in OpenMP"), which the CPU backend does. So this build compiles the OpenMP pragmas out (those
+  # loops run serially, with the same index arithmetic) and links clang's OpenMP runtime for the omp_*
+  # calls; OpenBLAS keeps its own threads. FindOpenMP takes these as given.
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-resource-dir OUTPUT_VARIABLE _gpt_clang_resources
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  find_library(GPT_LIBOMP omp HINTS ${_gpt_clang_resources}/../../ REQUIRED)
+  set(OpenMP_CXX_FLAGS "-isystem ${_gpt_clang_resources}/include -Wno-source-uses-openmp -Wno-unknown-pragmas"
+      CACHE STRING "" FORCE)
+  set(OpenMP_CXX_LIB_NAMES "omp" CACHE STRING "" FORCE)
+  set(OpenMP_omp_LIBRARY ${GPT_LIBOMP} CACHE FILEPATH "" FORCE)
+endif()
+
+if(GPT_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,87 @@
+#include "train/nonfinite.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+namespace gpt {
+namespace {
+
+// Whether element i of a host copy of a floating-point tensor is NaN or Inf, and which, by dtype.
+std::optional<const char*> nonfinite_at(const std::vector<unsigned char>& bytes, DType dtype, size_t i) {
+  auto classify = [](bool all_ones_exponent, bool mantissa_zero) -> std::optional<const char*> {
+    if (!all_ones_exponent) return std::nullopt;
+    return mantissa_zero ? "inf" : "nan";
+  };
+  switch (dtype) {
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, bytes.data() + 4 * i, 4);
+      if (std::isfinite(v)) return std::nullopt;
+      return std::isnan(v) ? "nan" : "inf";
+    }
+    case DType::F64: {
+      double v;
+      std::memcpy(&v, bytes.data() + 8 * i, 8);
+      if (std::isfinite(v)) return std::nullopt;
+      return std::isnan(v) ? "nan" : "inf";
+    }
+    case DType::BF16: {
+      uint16_t v;
+      std::memcpy(&v, bytes.data() + 2 * i, 2);
+      return classify((v & 0x7F80u) == 0x7F80u, (v & 0x007Fu) == 0);
+    }
+    case DType::F16: {
+      uint16_t v;
+      std::memcpy(&v, bytes.data() + 2 * i, 2);
+      return classify((v & 0x7C00u) == 0x7C00u, (v & 0x03FFu) == 0);
+    }
+    case DType::E5M2: {
+      const uint8_t v = bytes[i];
+      return classify((v & 0x7Cu) == 0x7Cu, (v & 0x03u) == 0);
+    }
+    case DType::E4M3:  // no infinities; S.1111.111 is NaN
+      return (bytes[i] & 0x7Fu) == 0x7Fu ? std::optional<const char*>("nan") : std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::string describe_nonfinite_step(double loss, double grad_norm, GPT& model) {
+  std::string out = fmt::format("loss is {}, gradient norm is {}", loss, grad_norm);
+  const auto& specs = model.parameter_layout().specs();
+  std::string first;
+  size_t bad_tensors = 0;
+  for (size_t t = 0; t < specs.size(); ++t) {
+    const Tensor g = model.gradient_arena().tensor(t);
+    std::vector<unsigned char> host(g.bytes());
+    model.backend().copy_to_host(host.data(), g.data, g.bytes());
+    const auto n = static_cast<size_t>(g.numel());
+    for (size_t i = 0; i < n; ++i) {
+      const auto what = nonfinite_at(host, g.dtype, i);
+      if (!what) continue;
+      ++bad_tensors;
+      if (first.empty()) {
+        const std::string& name = specs[t].name;
+        const int layers = model.config().n_layer;
+        // Per-block tensors are stacked [L, ...]; the embeddings and the final LayerNorm are not.
+        const bool per_layer = g.ndim >= 1 && g.dim(0) == layers && name.rfind("wte", 0) != 0 &&
+                               name.rfind("wpe", 0) != 0 && name.rfind("lnf", 0) != 0;
+        first = per_layer ? fmt::format("{}, layer {} (element {} is {})", name, i / (n / static_cast<size_t>(layers)),
+                                        i, *what)
+                          : fmt::format("{} (element {} is {})", name, i, *what);
+      }
+      break;
+    }
+  }
+  if (first.empty()) return out + "; every gradient element is finite (the loss itself overflowed)";
+  return out + fmt::format("; first non-finite gradient: {}; {} of {} gradient tensors hold NaN/Inf", first,
+                           bad_tensors, specs.size());
+}
+
+}  // namespace gpt

@@ -1,0 +1,30 @@
+// The fuzz targets over hostile input: each takes arbitrary bytes and must either accept them or throw
+// gpt::Error (a clear message), never crash, hang, leak or hit undefined behaviour. libFuzzer drives them
+// under ASan/UBSan (GPT_FUZZ=ON, scripts/fuzz.sh); gpt_tests replays every file of their corpora
+// (tests/fuzz/<target>/) as regression tests in every build.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpt::fuzz {
+
+// load_config_from_string on the bytes before the first NUL; each line after it is a --set override.
+int config_loader(const uint8_t* data, size_t size);
+// The bytes as a token shard file: read_shard_header, then read_shard with vocabularies 256 and 65536.
+int token_shard(const uint8_t* data, size_t size);
+// The checkpoint readers; the first byte picks one: manifest.yaml, state.yaml, the optimizer.bin header or
+// the model.bin (llm.c) header, and a whole checkpoint directory whose manifest is the rest.
+int checkpoint(const uint8_t* data, size_t size);
+// Byte tokenizer: decode(encode(text)) == text, and decoding arbitrary ids (4 bytes each) fails cleanly.
+int byte_tokenizer(const uint8_t* data, size_t size);
+
+struct Target {
+  const char* name;  // also the corpus directory tests/fuzz/<name>/
+  int (*run)(const uint8_t* data, size_t size);
+};
+const std::vector<Target>& targets();
+
+}  // namespace gpt::fuzz
