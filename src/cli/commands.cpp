@@ -1,12 +1,18 @@
 #include "cli/commands.h"
 
 #include "backend/cuda_entry.h"
+#include "bench/bench_command.h"
 #include "cli/args.h"
+#include "cli/signals.h"
 #include "config/config_loader.h"
 #include "data/prepare.h"
 #include "data/tokenizer.h"
+#include "dist/mpi_communicator.h"
+#include "dist/single_communicator.h"
 #include "io/checkpoint.h"
 #include "io/llmc_model_file.h"
+#include "memory/plan_report.h"
+#include "memory/recompute.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
 
@@ -15,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <optional>
 #include <iostream>
 
 namespace fs = std::filesystem;
@@ -42,22 +49,63 @@ const std::vector<OptionSpec> kSampleOptions = {
     {"threads", "N", "CPU threads (default: all cores)."},
 };
 
+const std::vector<OptionSpec> kPlanOptions = {
+    {"set", "KEY=VALUE", "Override a config key (repeatable).", true},
+    {"budget", "SIZE", "Mark which rows fit this much memory, e.g. 8GiB (default: memory.budget, if set)."},
+};
+
 const std::vector<OptionSpec> kConfigOptions = {
     {"set", "KEY=VALUE", "Override a config key (repeatable).", true},
     {"reference", "", "Print the Markdown reference of every config key instead."},
 };
 
-void set_log_level(const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); }
-
-int run_train(const std::vector<std::string>& argv) {
+int train(const std::vector<std::string>& argv, Communicator& comm) {
   ParsedArgs args = parse_args("train", argv, kTrainOptions);
   GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train train CONFIG.yaml [--set key=value ...]");
   Config config = load_config(args.positionals[0], args.all("set"));
-  set_log_level(config.log.level);
-  Trainer trainer(config, config_to_yaml(config));
+  // Rank 0 logs at log.level; the others only warnings and errors unless dist.log_all_ranks.
+  const auto level = spdlog::level::from_str(config.log.level);
+  spdlog::set_level(comm.rank() == 0 || config.dist.log_all_ranks ? level : std::max(level, spdlog::level::warn));
+  comm.set_timeout(config.dist.timeout_s);
+  install_stop_signal_handlers();
+  Trainer trainer(config, config_to_yaml(config), &comm);
   TrainSummary summary = trainer.run();
   if (summary.last_val_loss) spdlog::info("final val loss {:.4f}", *summary.last_val_loss);
-  return 0;
+  if (summary.skipped_steps > 0) spdlog::warn("{} steps were not applied (non-finite loss or gradients)", summary.skipped_steps);
+  switch (summary.status) {
+    case TrainStatus::Completed: return 0;
+    case TrainStatus::Interrupted:
+      spdlog::info("{}; checkpoint '{}'; continue with --set train.resume=true", summary.message,
+                   summary.last_checkpoint.empty() ? latest_checkpoint(config.log.run_dir).value_or("none")
+                                                   : summary.last_checkpoint);
+      return 0;
+    case TrainStatus::NonFinite:
+      spdlog::error("{}; the last good state is in '{}'", summary.message, summary.last_checkpoint);
+      return 1;
+  }
+  return 1;
+}
+
+// Started by an MPI launcher (mpirun, srun), every process runs this as one rank of a data-parallel job;
+// a plain start never initialises MPI. An error on any rank is logged there and ends the whole job
+// (MPI_Abort), instead of leaving the other ranks waiting in their next collective.
+int run_train(const std::vector<std::string>& argv) {
+  std::optional<MpiRuntime> mpi;
+  std::unique_ptr<Communicator> comm;
+  if (launched_by_mpi_launcher()) {
+    mpi.emplace();
+    comm = std::make_unique<MpiCommunicator>();
+    if (comm->rank() != 0) spdlog::set_pattern(fmt::format("[%H:%M:%S] [rank {}] %^%l%$ %v", comm->rank()));
+  } else {
+    comm = std::make_unique<SingleCommunicator>();
+  }
+  try {
+    return train(argv, *comm);
+  } catch (const std::exception& e) {
+    if (comm->world_size() == 1) throw;
+    spdlog::error("{}; aborting all {} ranks", e.what(), comm->world_size());
+    MpiRuntime::abort_job(1);
+  }
 }
 
 int run_prepare(const std::vector<std::string>& argv) {
@@ -78,10 +126,15 @@ int run_prepare(const std::vector<std::string>& argv) {
 
 // A checkpoint directory, or a run directory (its newest checkpoint).
 std::string resolve_checkpoint(const std::string& path) {
-  if (fs::exists(fs::path(path) / "state.yaml")) return path;
-  auto latest = latest_checkpoint(path);
-  GPT_CHECK(latest.has_value(), "'{}' is neither a checkpoint directory nor a run directory with checkpoints", path);
-  return *latest;
+  std::string dir = path;
+  if (!fs::exists(fs::path(path) / kManifestFile)) {
+    auto latest = latest_checkpoint(path);
+    GPT_CHECK(latest.has_value(), "'{}' is neither a checkpoint directory nor a run directory with checkpoints", path);
+    dir = *latest;
+  }
+  const auto problems = verify_checkpoint(dir);
+  GPT_CHECK(problems.empty(), "checkpoint '{}' is damaged: {}", dir, fmt::join(problems, "; "));
+  return dir;
 }
 
 int run_sample(const std::vector<std::string>& argv) {
@@ -108,6 +161,21 @@ int run_sample(const std::vector<std::string>& argv) {
   for (int& token : tokens)
     if (token >= tokenizer->vocab_size()) token = tokenizer->eot_token();
   std::cout << prompt_text << tokenizer->decode(tokens) << std::endl;
+  return 0;
+}
+
+int run_plan(const std::vector<std::string>& argv) {
+  ParsedArgs args = parse_args("plan", argv, kPlanOptions);
+  GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train plan CONFIG.yaml [--budget 8GiB] [--set key=value ...]");
+  Config config = load_config(args.positionals[0], args.all("set"));
+  const std::string budget_text = args.get("budget", config.memory.budget);
+  std::optional<uint64_t> budget;
+  if (!budget_text.empty()) {
+    budget = parse_byte_size(budget_text);
+    GPT_CHECK(budget.has_value(), "--budget: '{}' is not a size; write e.g. 8GiB or 512MiB", budget_text);
+  }
+  auto backend = make_backend(parse_backend_kind(config.train.backend), 1);
+  std::cout << plan_report(config, budget, backend->attention_keeps_probs());
   return 0;
 }
 
@@ -141,6 +209,11 @@ std::string sample_help() {
   return "usage: gpt-train sample RUN_OR_CHECKPOINT_DIR [options]\n\nGenerate text from a checkpoint (a run "
          "directory uses its newest checkpoint).\n\noptions:\n" + options_help(kSampleOptions);
 }
+std::string plan_help() {
+  return "usage: gpt-train plan CONFIG.yaml [--budget 8GiB] [--set key=value ...]\n\nPrint, without training, what "
+         "params, grads, optimizer state and activations will take for each recompute mode, and the extra forward "
+         "FLOPs each costs.\n\noptions:\n" + options_help(kPlanOptions);
+}
 std::string config_help() {
   return "usage: gpt-train config CONFIG.yaml [--set key=value ...]\n       gpt-train config --reference\n\nPrint "
          "the resolved configuration, or the reference of every key.\n\noptions:\n" + options_help(kConfigOptions);
@@ -154,8 +227,11 @@ const std::vector<Command>& commands() {
       {"train", "train a model from a YAML config", run_train, train_help},
       {"prepare", "tokenize a text file into train/val token shards", run_prepare, prepare_help},
       {"sample", "generate text from a checkpoint", run_sample, sample_help},
+      {"plan", "print the memory ledger of each recompute mode, without training", run_plan, plan_help},
       {"config", "print the resolved config, or the reference of all keys", run_config, config_help},
       {"info", "show CPU/BLAS threads and CUDA devices", run_info, info_help},
+      {"bench", "time training steps: ms/step, tokens/s, MFU and time per op", bench::run_bench_command,
+       bench::bench_help},
   };
   return kCommands;
 }

@@ -59,6 +59,7 @@ struct TrainConfig {
   int batch_size = 8;
   int seq_len = 128;
   int grad_accum_steps = 1;
+  int64_t global_batch_tokens = 0;
   int steps = 1000;
   int eval_every = 100;
   int eval_batches = 20;
@@ -68,6 +69,7 @@ struct TrainConfig {
   double sample_temperature = 1.0;
   int sample_top_k = 0;
   bool resume = false;
+  std::string on_nonfinite = "stop";
 
   template <class V>
   void visit(V& v) {
@@ -77,6 +79,7 @@ struct TrainConfig {
     v.field("batch_size", batch_size, "Micro-batch size B (sequences per forward/backward).");
     v.field("seq_len", seq_len, "Sequence length T; at most model.context_length.");
     v.field("grad_accum_steps", grad_accum_steps, "Micro-batches K accumulated per optimizer step; the loss is averaged over all target tokens of the K.");
+    v.field("global_batch_tokens", global_batch_tokens, "Tokens per optimizer step over all ranks; when set (> 0), it replaces grad_accum_steps by global_batch_tokens / (batch_size x seq_len x ranks), which must divide evenly (0: use grad_accum_steps).");
     v.field("steps", steps, "Optimizer steps to train.");
     v.field("eval_every", eval_every, "Validation loss every this many steps (0 disables; it also runs after the last step).");
     v.field("eval_batches", eval_batches, "Micro-batches of validation data per evaluation.");
@@ -86,6 +89,7 @@ struct TrainConfig {
     v.field("sample_temperature", sample_temperature, "Sampling temperature (> 0).");
     v.field("sample_top_k", sample_top_k, "Sample among the k most likely tokens only (0 = all).");
     v.field("resume", resume, "Continue from the latest checkpoint in the run directory, if there is one.");
+    v.choice("on_nonfinite", on_nonfinite, {"stop", "skip"}, "A step whose loss or gradient norm is NaN or Inf: stop writes a checkpoint of the last good state and ends the run naming the first non-finite gradient tensor; skip drops that step's update (no optimizer step), counts and logs it, and goes on.");
   }
 };
 
@@ -119,11 +123,13 @@ struct OptimConfig {
 struct CheckpointConfig {
   int every = 0;
   int keep_last = 0;
+  std::string on_corrupt = "previous";
 
   template <class V>
   void visit(V& v) {
     v.field("every", every, "Write a checkpoint every this many steps (0: only the final one).");
-    v.field("keep_last", keep_last, "Keep only the newest N checkpoints (0 keeps all).");
+    v.field("keep_last", keep_last, "Keep only the newest N checkpoints (0 keeps all); older ones are removed only after a new one is complete.");
+    v.choice("on_corrupt", on_corrupt, {"previous", "fail"}, "On resume, a checkpoint whose manifest or checksums do not match is reported by file; previous falls back to the newest intact older one, fail stops the run.");
   }
 };
 
@@ -140,6 +146,66 @@ struct LogConfig {
   }
 };
 
+struct RecomputeConfig {
+  std::string mode = "none";
+  std::vector<std::string> ops = {"attention", "gelu", "layernorm"};
+  std::string every = "1";
+  std::string layers = "all";
+
+  template <class V>
+  void visit(V& v) {
+    v.choice("mode", mode, {"none", "selective", "full"}, "Activation recomputation: none keeps every activation backward needs; selective recomputes the ops listed in recompute.ops; full keeps only block inputs and reruns blocks in backward.");
+    v.subset("ops", ops, {"attention", "gelu", "layernorm"}, "With mode selective: which activations are recomputed instead of stored (attention scores/softmax, GELU output, LayerNorm outputs).");
+    v.field("every", every, "With mode full: keep the input of every k-th block and rerun segments of k blocks; auto picks k = round(sqrt(n_layer)), the memory optimum.");
+    v.field("layers", layers, "Recompute only the first N blocks and keep the rest (all, or a number from 0 to n_layer).");
+  }
+};
+
+struct MemoryConfig {
+  std::string budget;
+
+  template <class V>
+  void visit(V& v) {
+    v.field("budget", budget, "Memory budget such as 8GiB or 512MiB: choose the micro-batch, accumulation steps and recompute mode that fit, keeping the global batch train.batch_size x train.grad_accum_steps (empty: use the config as given).");
+  }
+};
+
+struct DistConfig {
+  int zero = 0;
+  double timeout_s = 600.0;
+  bool overlap = true;
+  bool log_all_ranks = false;
+
+  template <class V>
+  void visit(V& v) {
+    v.field("zero", zero, "ZeRO stage under mpirun: 0 keeps the whole AdamW state on every rank; 1 shards it (each rank updates 1/ranks of the weights, then all-gathers them).");
+    v.field("timeout_s", timeout_s, "Seconds a collective may wait for the other ranks before the job aborts naming the waiting rank; must exceed the longest rank-0-only pause (checkpoint, sample).");
+    v.field("overlap", overlap, "Reduce each block's gradients during the last micro-batch's backward, while earlier blocks are still computed (false: one reduction pass after backward).");
+    v.field("log_all_ranks", log_all_ranks, "Every rank logs at log.level (prefixed [rank N]); by default ranks other than 0 log warnings and errors only.");
+  }
+};
+
+// The fp8 recipe and precision.grad_dtype of src/precision/recipe.h are not offered yet: the CPU
+// emulation covers the bf16 and fp16 recipes with FP32 gradients.
+struct PrecisionConfig {
+  std::string recipe = "fp32";
+  double loss_scale_initial = 65536.0;
+  double loss_scale_growth_factor = 2.0;
+  double loss_scale_backoff_factor = 0.5;
+  int loss_scale_growth_interval = 2000;
+  bool loss_scale_static = false;
+
+  template <class V>
+  void visit(V& v) {
+    v.choice("recipe", recipe, {"fp32", "bf16", "fp16"}, "Compute format of activations and matrix products (FP32 accumulation); the master weights, gradients, AdamW state and checkpoints stay FP32. fp16 scales the loss (loss_scale_*). The CPU backend stores FP32 but rounds every value the GPU would hold in BF16/FP16.");
+    v.field("loss_scale_initial", loss_scale_initial, "fp16: the loss scale of the first step.");
+    v.field("loss_scale_growth_factor", loss_scale_growth_factor, "fp16, dynamic: the scale is multiplied by this after loss_scale_growth_interval steps without overflow.");
+    v.field("loss_scale_backoff_factor", loss_scale_backoff_factor, "fp16: the scale is multiplied by this after a step whose gradients overflowed (that step is skipped).");
+    v.field("loss_scale_growth_interval", loss_scale_growth_interval, "fp16, dynamic: consecutive good steps before the scale grows.");
+    v.field("loss_scale_static", loss_scale_static, "fp16: keep the scale fixed at loss_scale_initial (overflowed steps are still skipped).");
+  }
+};
+
 struct Config {
   ModelConfig model;
   DataConfig data;
@@ -147,6 +213,10 @@ struct Config {
   OptimConfig optim;
   CheckpointConfig checkpoint;
   LogConfig log;
+  DistConfig dist;
+  RecomputeConfig recompute;
+  MemoryConfig memory;
+  PrecisionConfig precision;
 
   template <class V>
   void visit(V& v) {
@@ -156,6 +226,10 @@ struct Config {
     v.section("optim", optim);
     v.section("checkpoint", checkpoint);
     v.section("log", log);
+    v.section("dist", dist);
+    v.section("recompute", recompute);
+    v.section("memory", memory);
+    v.section("precision", precision);
   }
 };
 

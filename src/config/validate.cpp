@@ -4,6 +4,7 @@
 #include "config/validate.h"
 
 #include "core/error.h"
+#include "memory/recompute.h"
 
 #include <fmt/format.h>
 
@@ -179,6 +180,16 @@ void validate_config(const Config& config, const KeyOrigins& origins) {
                        c.where("model.context_length")),
            fmt::format("use train.seq_len <= {} or raise model.context_length", m.context_length));
   c.at_least("train.grad_accum_steps", t.grad_accum_steps, 1);
+  c.at_least<int64_t>("train.global_batch_tokens", t.global_batch_tokens, 0, " (0 uses train.grad_accum_steps)");
+  if (t.global_batch_tokens > 0) {
+    const int64_t micro = static_cast<int64_t>(t.batch_size) * t.seq_len;
+    if (t.global_batch_tokens % micro != 0)
+      c.fail("train.global_batch_tokens",
+             fmt::format("{} is not a multiple of train.batch_size x train.seq_len = {} x {} = {}", t.global_batch_tokens,
+                         t.batch_size, t.seq_len, micro),
+             fmt::format("use a multiple of {} times the number of ranks, e.g. {}", micro,
+                         std::max<int64_t>(1, t.global_batch_tokens / micro) * micro));
+  }
   c.at_least("train.steps", t.steps, 0, " (0 only evaluates or samples)");
   c.at_least("train.eval_every", t.eval_every, 0, " (0 disables)");
   c.at_least("train.eval_batches", t.eval_batches, 1);
@@ -200,6 +211,39 @@ void validate_config(const Config& config, const KeyOrigins& origins) {
   c.at_least("checkpoint.every", config.checkpoint.every, 0, " (0 writes only the final checkpoint)");
   c.at_least("checkpoint.keep_last", config.checkpoint.keep_last, 0, " (0 keeps all)");
   c.at_least("log.every", config.log.every, 1);
+  if (config.dist.zero != 0 && config.dist.zero != 1)
+    c.fail("dist.zero", fmt::format("stage {} is not implemented", config.dist.zero),
+           "use 0 (every rank keeps the whole optimizer state) or 1 (shard it)");
+  c.positive("dist.timeout_s", config.dist.timeout_s);
+
+  const RecomputeConfig& r = config.recompute;
+  auto whole_number = [](const std::string& text, int lo, int hi) {
+    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+    const int v = std::stoi(text);
+    return v >= lo && v <= hi;
+  };
+  if (r.every != "auto" && !whole_number(r.every, 1, m.n_layer))
+    c.fail("recompute.every", fmt::format("'{}' is not a segment length", r.every),
+           fmt::format("use auto or a number from 1 to model.n_layer = {}", m.n_layer));
+  if (r.layers != "all" && !whole_number(r.layers, 0, m.n_layer))
+    c.fail("recompute.layers", fmt::format("'{}' is not a number of blocks", r.layers),
+           fmt::format("use all or a number from 0 to model.n_layer = {}", m.n_layer));
+  if (r.mode == "selective" && r.ops.empty())
+    c.fail("recompute.ops", "is empty with recompute.mode selective", "list at least one of attention, gelu, layernorm");
+  if (!config.memory.budget.empty() && !parse_byte_size(config.memory.budget))
+    c.fail("memory.budget", fmt::format("'{}' is not a size", config.memory.budget), "write e.g. 8GiB, 512MiB or 2GB");
+
+  const PrecisionConfig& pr = config.precision;
+  if (!(pr.loss_scale_initial > 0 && pr.loss_scale_initial <= 3.4e38))
+    c.fail("precision.loss_scale_initial", fmt::format("{} is not a usable scale", pr.loss_scale_initial),
+           "use a finite value > 0, such as 65536");
+  if (!(pr.loss_scale_growth_factor > 1))
+    c.fail("precision.loss_scale_growth_factor", fmt::format("{} does not grow the scale", pr.loss_scale_growth_factor),
+           "use a value greater than 1, such as 2");
+  if (!(pr.loss_scale_backoff_factor > 0 && pr.loss_scale_backoff_factor < 1))
+    c.fail("precision.loss_scale_backoff_factor", fmt::format("{} does not shrink the scale", pr.loss_scale_backoff_factor),
+           "use a value in (0, 1), such as 0.5");
+  c.at_least("precision.loss_scale_growth_interval", pr.loss_scale_growth_interval, 1);
 
   Config copy = config;
   ChoiceChecker choices(origins);

@@ -1,16 +1,27 @@
 #include "train/trainer.h"
 
+#include "dist/single_communicator.h"
+#include "config/config_loader.h"
 #include "io/checkpoint.h"
+#include "io/durable_file.h"
 #include "io/llmc_model_file.h"
+#include "io/optimizer_shards.h"
+#include "memory/arena_usage.h"
+#include "memory/planner.h"
 #include "optim/lr_schedule.h"
+#include "train/nonfinite.h"
+#include "train/resume.h"
 #include "train/sampler.h"
+#include "train/stop_request.h"
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace fs = std::filesystem;
 
@@ -22,11 +33,6 @@ std::string format_duration(double seconds) {
   if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
   if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
   return fmt::format("{}s", s);
-}
-
-std::string format_bytes(size_t bytes) {
-  const double mib = static_cast<double>(bytes) / (1 << 20);
-  return mib >= 1024 ? fmt::format("{:.2f} GiB", mib / 1024) : fmt::format("{:.1f} MiB", mib);
 }
 
 std::map<std::string, uint64_t> loader_fields(const LoaderPosition& p) {
@@ -45,20 +51,91 @@ LoaderPosition loader_position(const std::map<std::string, uint64_t>& fields, co
   return p;
 }
 
+// The step of a checkpoint directory, named step_NNNNNNNN.
+int64_t step_of_checkpoint(const std::string& dir) {
+  const std::string name = fs::path(dir).filename().string();
+  GPT_CHECK(name.rfind("step_", 0) == 0 && name.size() > 5, "'{}' is not a checkpoint directory (step_N)", dir);
+  return std::stoll(name.substr(5));
+}
+
+// train.threads 0 means all cores. Several ranks on one node share them: each gets the cores it may run
+// on (mpirun binds each rank to its own) but at most its share of the node. OMP_NUM_THREADS, when set, wins.
+int threads_per_rank(int threads, int local_size) {
+  if (threads > 0 || local_size <= 1 || std::getenv("OMP_NUM_THREADS") != nullptr) return threads;
+  const int node_cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, std::min(omp_get_num_procs(), node_cores / local_size));
+}
+
 }  // namespace
 
-Trainer::Trainer(const Config& config, std::string config_yaml)
-    : config_(config), config_yaml_(std::move(config_yaml)) {
+Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* comm)
+    : config_(config), config_yaml_(std::move(config_yaml)), comm_(comm) {
+  if (comm_ == nullptr) {
+    own_comm_ = std::make_unique<SingleCommunicator>();
+    comm_ = own_comm_.get();
+  }
+  const int rank = comm_->rank(), world = comm_->world_size();
+  if (config_.train.global_batch_tokens > 0) {
+    TrainConfig& tc = config_.train;
+    const int64_t per_micro_step = static_cast<int64_t>(tc.batch_size) * tc.seq_len * world;
+    GPT_CHECK(tc.global_batch_tokens % per_micro_step == 0,
+              "train.global_batch_tokens = {} is not a multiple of train.batch_size x train.seq_len x ranks = {} x {} x "
+              "{} = {}; use a multiple of {} such as {}, or change the batch size",
+              tc.global_batch_tokens, tc.batch_size, tc.seq_len, world, per_micro_step, per_micro_step,
+              std::max<int64_t>(1, tc.global_batch_tokens / per_micro_step) * per_micro_step);
+    const int derived = static_cast<int>(tc.global_batch_tokens / per_micro_step);
+    if (tc.grad_accum_steps != 1 && tc.grad_accum_steps != derived)
+      spdlog::warn("train.grad_accum_steps = {} is replaced by {}, derived from train.global_batch_tokens",
+                   tc.grad_accum_steps, derived);
+    tc.grad_accum_steps = derived;
+  }
   const TrainConfig& t = config_.train;
-  backend_ = make_backend(parse_backend_kind(t.backend), t.threads);
-  model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_);
-  optimizer_ = std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_);
+  backend_ = make_backend(parse_backend_kind(t.backend), threads_per_rank(t.threads, comm_->local_size()));
+  RecomputePolicy policy = resolve_recompute(config_.recompute, config_.model.n_layer);
+  if (!config_.memory.budget.empty()) {
+    const auto budget = parse_byte_size(config_.memory.budget);
+    GPT_CHECK(budget.has_value(), "memory.budget: '{}' is not a size; write e.g. 8GiB or 512MiB", config_.memory.budget);
+    const MemoryChoice choice = choose_memory_plan(config_, *budget, backend_->attention_keeps_probs());
+    spdlog::info("{}", choice.reason);
+    config_.train.batch_size = choice.batch_size;
+    config_.train.grad_accum_steps = choice.grad_accum_steps;
+    config_.recompute = recompute_config(choice.policy, config_.model.n_layer);
+    policy = choice.policy;
+    config_yaml_ = config_to_yaml(config_);
+  }
+  model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy);
+  recipe_ = precision_recipe(config_.precision);
+  recipe_.validate(config_.model.n_layer);
+  model_->set_compute_dtype(recipe_.compute_dtype());
+  if (recipe_.uses_loss_scaling()) scaler_.emplace(recipe_.loss_scale);
+  dp_ = std::make_unique<DataParallel>(*model_, *comm_, config_.dist.zero);
+  reduce_hook_ = [this](int block) { dp_->gradients_ready(block); };
+  if (world > 1) {
+    // Where every rank runs, gathered to rank 0 for the log: local rank, ranks on its node, threads.
+    std::vector<double> where(3 * static_cast<size_t>(world), 0.0);
+    where[3 * rank] = comm_->local_rank();
+    where[3 * rank + 1] = comm_->local_size();
+    where[3 * rank + 2] = omp_get_max_threads();
+    dp_->all_reduce(where);
+    int nodes = 0;
+    for (int r = 0; r < world; ++r) nodes += where[3 * r] == 0;
+    spdlog::info("data parallel over {}: {} ranks on {} node(s), ZeRO stage {}", comm_->name(), world, nodes,
+                 dp_->zero_stage());
+    for (int r = 0; r < world; ++r)
+      spdlog::info("  rank {}: local rank {} of {}, {} threads", r, where[3 * r], where[3 * r + 1], where[3 * r + 2]);
+  }
+  optimizer_ = dp_->zero_stage() == 1 ? std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_,
+                                                                  dp_->optimizer_ranges())
+                                      : std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_);
   tokenizer_ = make_tokenizer(config_.data.tokenizer);
 
-  DataLoaderOptions train_opts{config_.data.train, t.batch_size, t.seq_len, config_.model.vocab_size, true, t.seed};
+  // Each rank reads its own part of every global batch (and of the validation batches).
+  DataLoaderOptions train_opts{config_.data.train, t.batch_size, t.seq_len, config_.model.vocab_size, true, t.seed,
+                               rank, world};
   train_loader_ = std::make_unique<DataLoader>(train_opts);
   if (!config_.data.val.empty()) {
-    DataLoaderOptions val_opts{config_.data.val, t.batch_size, t.seq_len, config_.model.vocab_size, false, t.seed};
+    DataLoaderOptions val_opts{config_.data.val, t.batch_size, t.seq_len, config_.model.vocab_size, false, t.seed,
+                               rank, world};
     val_loader_ = std::make_unique<DataLoader>(val_opts);
   }
   inputs_.resize(static_cast<size_t>(t.grad_accum_steps) * t.batch_size * t.seq_len);
@@ -80,24 +157,44 @@ Trainer::Trainer(const Config& config, std::string config_yaml)
   } else {
     model_->init_weights(t.seed);
   }
+  dp_->broadcast_parameters();  // every rank starts from rank 0's weights
 
-  fs::create_directories(config_.log.run_dir);
+  if (rank == 0) fs::create_directories(config_.log.run_dir);
   if (t.resume) {
-    if (auto dir = latest_checkpoint(config_.log.run_dir)) {
-      CheckpointState state = load_checkpoint(*dir, *model_, *optimizer_);
+    // Rank 0 picks the checkpoint (verifying it, and setting damaged ones aside); every rank resumes from that
+    // one, which it must see: log.run_dir has to be on a filesystem all nodes share.
+    std::optional<std::string> dir;
+    if (rank == 0) dir = select_resume_checkpoint(config_.log.run_dir, config_.checkpoint.on_corrupt);
+    double picked = dir ? static_cast<double>(step_of_checkpoint(*dir)) + 1.0 : 0.0;  // 0: none
+    dp_->all_reduce({&picked, 1});
+    if (rank != 0 && picked > 0) {
+      dir = checkpoint_dir(config_.log.run_dir, static_cast<int64_t>(picked) - 1);
+      GPT_CHECK(fs::exists(fs::path(*dir) / kManifestFile),
+                "rank {} cannot see '{}', the checkpoint rank 0 resumes from: log.run_dir must be on a filesystem "
+                "every node shares",
+                rank, *dir);
+    }
+    if (dir) {
+      const std::string config_path = (fs::path(*dir) / "config.yaml").string();
+      for (const std::string& change : check_resume_config(read_file_bytes(config_path), config_yaml_, config_path))
+        spdlog::info("changed since the checkpoint: {}", change);
+      CheckpointState state = load_checkpoint(*dir, *model_, *optimizer_, /*verify=*/false);  // rank 0 just did
       train_loader_->restore(loader_position(state.loader, *dir));
       step_ = state.step;
+      skipped_steps_ = state.skipped_steps;
+      checkpointed_step_ = step_;
+      if (rank == 0) truncate_metrics_after((fs::path(config_.log.run_dir) / "metrics.jsonl").string(), step_);
       spdlog::info("resumed from '{}' at step {}", *dir, step_);
     } else {
       spdlog::info("train.resume is set but '{}' has no checkpoint yet; starting fresh", config_.log.run_dir);
     }
   }
-  {
+  if (rank == 0) {
     std::ofstream out(fs::path(config_.log.run_dir) / "config.yaml");
     out << config_yaml_;
     GPT_CHECK(out.good(), "cannot write '{}/config.yaml'", config_.log.run_dir);
+    metrics_ = std::make_unique<MetricsWriter>((fs::path(config_.log.run_dir) / "metrics.jsonl").string());
   }
-  metrics_ = std::make_unique<MetricsWriter>((fs::path(config_.log.run_dir) / "metrics.jsonl").string());
 }
 
 Trainer::~Trainer() = default;
@@ -108,12 +205,29 @@ void Trainer::log_start() const {
   spdlog::info("backend {} | model {} parameters (L{} C{} NH{} V{} padded to {})", backend_->name(),
                model_->num_parameters(), config_.model.n_layer, config_.model.n_embd, config_.model.n_head,
                config_.model.vocab_size, config_.model.padded_vocab_size());
-  spdlog::info("batch: {} micro-batches x {} sequences x {} tokens = {} tokens per step", t.grad_accum_steps,
-               t.batch_size, t.seq_len, static_cast<int64_t>(t.grad_accum_steps) * t.batch_size * t.seq_len);
-  const size_t params = model_->parameter_arena().layout().total_bytes();
-  spdlog::info("memory: parameters {} | gradients {} | AdamW state {} | activations {}", format_bytes(params),
-               format_bytes(model_->gradient_arena().layout().total_bytes()), format_bytes(2 * params),
-               format_bytes(model_->activation_arena().layout().total_bytes()));
+  const int world = comm_->world_size();
+  spdlog::info("batch: {} micro-batches x {} ranks x {} sequences x {} tokens = {} tokens per step (effective batch {} "
+               "sequences)",
+               t.grad_accum_steps, world, t.batch_size, t.seq_len,
+               static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size * t.seq_len,
+               static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size);
+  MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size,
+                                   backend_->attention_keeps_probs());
+  if (world > 1) {
+    if (dp_->zero_stage() == 1)
+      spdlog::info("ZeRO-1: this rank keeps AdamW state for {} of {} parameters: {} instead of {}",
+                   optimizer_->num_elements(), model_->num_parameters(), format_bytes(optimizer_->state_bytes()),
+                   format_bytes(ledger.optimizer));
+    ledger.optimizer = optimizer_->state_bytes();
+    ledger.communication = dp_->buffer_bytes();
+  }
+  spdlog::info("memory ledger (recompute {}, precision {}), planned before allocation:\n{}",
+               model_->activation_plan().policy.describe(), config_.precision.recipe, ledger.table());
+  if (recipe_.compute_dtype() != DType::F32)
+    spdlog::info("precision {}: the ledger gives the GPU layout ({} activations and weight copy); the CPU backend "
+                 "emulates the rounding in F32 storage and holds {} of activations",
+                 config_.precision.recipe, dtype_name(recipe_.compute_dtype()),
+                 format_bytes(model_->activation_plan().total_bytes()));
   spdlog::info("train data: {} shards, {} samples of {} tokens per epoch", train_loader_->shard_paths().size(),
                train_loader_->num_samples(), t.seq_len);
 }
@@ -125,27 +239,65 @@ StepResult Trainer::train_step(std::span<const int32_t> inputs, std::span<const 
             "train_step needs {} inputs and targets", micro * t.grad_accum_steps);
   const auto start = std::chrono::steady_clock::now();
   StepResult r;
-  // The step's loss is the mean over every counted target token of all K micro-batches, so each
-  // micro-batch's token losses are scaled by 1/N up front; K never enters the normalisation.
-  for (int32_t target : targets) r.target_tokens += target != -1;
+  // The step's loss is the mean over every counted target token of all K micro-batches of all ranks, so
+  // each micro-batch's token losses are scaled by 1/N up front, N summed over the ranks before the first
+  // backward; neither K nor the number of ranks enters the normalisation.
+  double tokens = 0.0;
+  for (int32_t target : targets) tokens += target != -1;
+  dp_->all_reduce({&tokens, 1});
+  r.target_tokens = static_cast<int64_t>(tokens);
   GPT_CHECK(r.target_tokens > 0, "step {}: every target of the batch is masked (-1)", step_ + 1);
-  const float dloss = static_cast<float>(1.0 / static_cast<double>(r.target_tokens));
+  // fp16: the loss gradient is multiplied by the loss scale S, so every gradient of backward is S times
+  // the true one; the norm is unscaled below and AdamW divides the gradients by S.
+  const double loss_scale = scaler_ ? static_cast<double>(scaler_->scale()) : 1.0;
+  const float dloss = static_cast<float>(loss_scale / static_cast<double>(r.target_tokens));
 
   model_->zero_grads();
   double loss_sum = 0.0;
   for (int k = 0; k < t.grad_accum_steps; ++k) {
-    StepContext ctx{t.seed, static_cast<uint32_t>(step_), static_cast<uint32_t>(k), true};
+    // Rank r's micro-batch k holds the samples that micro-batch k W + r would hold on one rank accumulating
+    // K W micro-batches, and draws that micro-batch's dropout masks: the runs are the same, dropout included.
+    const auto micro_step = static_cast<uint32_t>(k * dp_->world_size() + dp_->rank());
+    StepContext ctx{t.seed, static_cast<uint32_t>(step_), micro_step, true};
     model_->forward(inputs.subspan(k * micro, micro), targets.subspan(k * micro, micro), t.batch_size, t.seq_len, ctx,
                     dloss);
     loss_sum += model_->loss_sum();
-    model_->backward(ctx);
+    // Gradients are reduced once per step: bucket by bucket during the last micro-batch's backward.
+    if (k + 1 == t.grad_accum_steps && config_.dist.overlap && dp_->world_size() > 1)
+      model_->backward(ctx, reduce_hook_);
+    else
+      model_->backward(ctx);
   }
+  dp_->all_reduce({&loss_sum, 1});
   r.loss = loss_sum / static_cast<double>(r.target_tokens);
-  r.grad_norm = std::sqrt(model_->gradient_norm_squared());
+  r.grad_norm = std::sqrt(dp_->finish_gradients()) / loss_scale;
   const double clip = config_.optim.grad_clip;
-  const double grad_scale = clip > 0.0 && r.grad_norm > clip ? clip / r.grad_norm : 1.0;
+  const double grad_scale = (clip > 0.0 && r.grad_norm > clip ? clip / r.grad_norm : 1.0) / loss_scale;
   r.lr = learning_rate(config_.optim, static_cast<int>(step_), t.steps);
-  optimizer_->step(model_->parameter_arena(), model_->gradient_arena(), r.lr, grad_scale);
+  if (scaler_) {
+    r.loss_scale = loss_scale;
+    // Inf/NaN gradients under a finite loss are the scaled backward overflowing FP16: skip the step and
+    // back the scale off, as the scaler prescribes; a non-finite loss is a real divergence (below).
+    r.overflow = std::isfinite(r.loss) && !std::isfinite(r.grad_norm);
+    if (std::isfinite(r.loss)) scaler_->update(!r.overflow);
+    r.overflow_steps = scaler_->state().skipped_steps;
+  }
+  if (r.overflow) {
+    r.applied = false;
+    ++skipped_steps_;  // AdamW did not count this step; the checkpoint's step check needs to know
+  } else if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+    // Applying this update would turn the weights and AdamW's moments into NaN for good.
+    r.nonfinite = describe_nonfinite_step(r.loss, r.grad_norm, *model_);
+    r.applied = false;
+    if (t.on_nonfinite == "stop") {
+      r.step = step_ + 1;
+      r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      return r;  // nothing changed: the weights, moments and step are those of the last good step
+    }
+    ++skipped_steps_;
+  } else {
+    dp_->optimizer_step(*optimizer_, r.lr, grad_scale);
+  }
   backend_->synchronize();
   r.step = ++step_;
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -168,8 +320,10 @@ double Trainer::evaluate() {
     loss_sum += model_->loss_sum();
     for (int32_t target : tg) counted += target != -1;
   }
-  GPT_CHECK(counted > 0, "the validation data holds no target tokens");
-  return loss_sum / static_cast<double>(counted);
+  double sums[2] = {loss_sum, static_cast<double>(counted)};
+  dp_->all_reduce(sums);
+  GPT_CHECK(sums[1] > 0, "the validation data holds no target tokens");
+  return sums[0] / sums[1];
 }
 
 std::string Trainer::sample() {
@@ -188,12 +342,40 @@ std::string Trainer::sample() {
   return t.sample_prompt + tokenizer_->decode(tokens);
 }
 
-std::string Trainer::write_checkpoint() {
+bool Trainer::stop_everywhere() {
+  // A signal reaches each process at a slightly different moment; summing the flags makes every rank stop
+  // after the same step.
+  double flag = stop_requested() ? 1.0 : 0.0;
+  dp_->all_reduce({&flag, 1});
+  stop_ = flag > 0;
+  return stop_;
+}
+
+std::string Trainer::write_checkpoint(std::optional<LoaderPosition> loader) {
   CheckpointState state;
   state.step = step_;
   state.seed = config_.train.seed;
-  state.loader = loader_fields(train_loader_->position());
-  std::string dir = save_checkpoint(config_.log.run_dir, state, *model_, *optimizer_, config_yaml_);
+  state.skipped_steps = skipped_steps_;
+  state.loader = loader_fields(loader.value_or(train_loader_->position()));
+  // Rank 0 writes the checkpoint; with ZeRO-1 every rank adds its optimizer shard to the staging directory
+  // rank 0 has created (the first barrier), and rank 0 lists them once all are written (the second).
+  const int rank = comm_->rank(), world = comm_->world_size();
+  OptimizerShardWriter write_shards;
+  if (dp_->zero_stage() == 1)
+    write_shards = [&](const std::string& staging_dir) {
+      comm_->barrier();
+      write_optimizer_shard(staging_dir, *optimizer_, model_->parameter_layout(), rank, world);
+      comm_->barrier();
+      std::vector<std::string> names;
+      for (int r = 0; r < world; ++r) names.push_back(optimizer_shard_name(r, world));
+      return names;
+    };
+  checkpointed_step_ = step_;
+  if (rank != 0) {
+    if (write_shards) write_shards(checkpoint_staging_dir(config_.log.run_dir, step_));
+    return checkpoint_dir(config_.log.run_dir, step_);
+  }
+  std::string dir = save_checkpoint(config_.log.run_dir, state, *model_, *optimizer_, config_yaml_, write_shards);
   prune_checkpoints(config_.log.run_dir, config_.checkpoint.keep_last);
   spdlog::info("checkpoint written: {}", dir);
   return dir;
@@ -208,42 +390,87 @@ TrainSummary Trainer::run() {
   double total_ms = 0.0;
   auto due = [](int64_t step, int every) { return every > 0 && step % every == 0; };
 
-  while (step_ < t.steps) {
+  while (step_ < t.steps && !stop_everywhere()) {
+    const LoaderPosition before_step = train_loader_->position();
     for (int k = 0; k < t.grad_accum_steps; ++k)
       train_loader_->next_batch(std::span(inputs_).subspan(k * micro, micro), std::span(targets_).subspan(k * micro, micro));
+    // The first step of a process also measures what it wrote of the activation arena.
+    const bool measure = step_ == first_step;
+    if (measure) poison_arena(model_->activation_arena(), *backend_);
     const StepResult r = train_step(inputs_, targets_);
+    if (measure) {
+      const uint64_t planned = model_->activation_plan().total_bytes();
+      const uint64_t measured = written_bytes(model_->activation_arena(), *backend_);
+      summary.measured_activation_bytes = measured;
+      if (measured == planned) spdlog::info("activations: planned {}, measured {} (equal)", format_bytes(planned), format_bytes(measured));
+      else spdlog::warn("activations: planned {}, measured {}: the ledger is wrong (a bug)", format_bytes(planned), format_bytes(measured));
+    }
+    if (!r.nonfinite.empty() && t.on_nonfinite == "stop") {
+      summary.status = TrainStatus::NonFinite;
+      summary.message = fmt::format("step {}: {}; stopped without applying it (train.on_nonfinite: stop)", r.step,
+                                    r.nonfinite);
+      spdlog::error("{}", summary.message);
+      summary.last_checkpoint =
+          checkpointed_step_ == step_ ? checkpoint_dir(config_.log.run_dir, step_) : write_checkpoint(before_step);
+      break;
+    }
+    if (!r.nonfinite.empty())
+      spdlog::warn("step {}: {}; update skipped (train.on_nonfinite: skip; {} skipped so far)", r.step, r.nonfinite,
+                   skipped_steps_);
     const bool last = step_ == t.steps;
     summary.last_loss = r.loss;
     total_ms += r.ms;
-    const double tokens_per_s = static_cast<double>(inputs_.size()) / (r.ms / 1000.0);
+    const double tokens_per_s = static_cast<double>(inputs_.size()) * dp_->world_size() / (r.ms / 1000.0);
     const double eta_s = total_ms / 1000.0 / static_cast<double>(step_ - first_step) * static_cast<double>(t.steps - step_);
-    if (due(r.step, config_.log.every) || last || r.step == first_step + 1)
+    if (r.overflow)
+      spdlog::warn("step {}: fp16 gradients overflowed at loss scale {:g}; update skipped, scale backed off to {:g} "
+                   "({} overflowed steps so far)",
+                   r.step, r.loss_scale, scaler_->scale(), r.overflow_steps);
+    if (scaler_ && (due(r.step, config_.log.every) || last || r.step == first_step + 1))
+      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | scale {:g} | overflows {} | {:.1f} ms | {:.0f} "
+                   "tok/s | eta {}",
+                   r.step, t.steps, r.loss, r.lr, r.grad_norm, r.loss_scale, r.overflow_steps, r.ms, tokens_per_s,
+                   format_duration(eta_s));
+    else if (due(r.step, config_.log.every) || last || r.step == first_step + 1)
       spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.1f} ms | {:.0f} tok/s | eta {}", r.step,
                    t.steps, r.loss, r.lr, r.grad_norm, r.ms, tokens_per_s, format_duration(eta_s));
-    metrics_->write(JsonLine()
-                        .add("step", r.step)
-                        .add("loss", r.loss)
-                        .add("lr", r.lr)
-                        .add("grad_norm", r.grad_norm)
-                        .add("ms", r.ms)
-                        .add("tokens_per_s", tokens_per_s)
-                        .add("target_tokens", r.target_tokens));
-    if (!std::isfinite(r.loss)) GPT_FAIL("step {}: the loss is {}; stopping", r.step, r.loss);
+    if (metrics_) {
+      JsonLine line;
+      line.add("step", r.step)
+          .add("loss", r.loss)
+          .add("lr", r.lr)
+          .add("grad_norm", r.grad_norm)
+          .add("ms", r.ms)
+          .add("tokens_per_s", tokens_per_s)
+          .add("target_tokens", r.target_tokens)
+          .add("skipped", static_cast<int64_t>(!r.applied));
+      if (scaler_) line.add("loss_scale", r.loss_scale).add("overflow_steps", r.overflow_steps);
+      metrics_->write(line);
+    }
 
     if (val_loader_ && (due(r.step, t.eval_every) || last)) {
       summary.last_val_loss = evaluate();
       spdlog::info("step {:>5} | val loss {:.4f}", r.step, *summary.last_val_loss);
-      metrics_->write(JsonLine().add("step", r.step).add("val_loss", *summary.last_val_loss));
+      if (metrics_) metrics_->write(JsonLine().add("step", r.step).add("val_loss", *summary.last_val_loss));
     }
-    if (t.sample_tokens > 0 && (due(r.step, t.sample_every) || last)) {
+    if (comm_->rank() == 0 && t.sample_tokens > 0 && (due(r.step, t.sample_every) || last)) {
       summary.last_sample = sample();
       spdlog::info("step {:>5} | sample:\n{}", r.step, summary.last_sample);
-      metrics_->write(JsonLine().add("step", r.step).add("sample", summary.last_sample));
+      if (metrics_) metrics_->write(JsonLine().add("step", r.step).add("sample", summary.last_sample));
     }
-    if (due(r.step, config_.checkpoint.every) && !last) summary.last_checkpoint = write_checkpoint();
+    if (due(r.step, config_.checkpoint.every) && !last && !stop_everywhere()) summary.last_checkpoint = write_checkpoint();
   }
-  if (step_ > first_step || !latest_checkpoint(config_.log.run_dir)) summary.last_checkpoint = write_checkpoint();
+  if (summary.status != TrainStatus::NonFinite && stop_ && step_ < t.steps) {
+    summary.status = TrainStatus::Interrupted;
+    summary.message = fmt::format("stopped after step {} of {} on request (signal {})", step_, t.steps, stop_signal());
+  }
+  // Rank 0's view of the run directory decides for every rank (ZeRO-1 checkpoints are collective).
+  double write_final = summary.status != TrainStatus::NonFinite && comm_->rank() == 0 &&
+                       ((step_ > first_step && checkpointed_step_ != step_) || !latest_checkpoint(config_.log.run_dir));
+  dp_->all_reduce({&write_final, 1});
+  if (write_final > 0) summary.last_checkpoint = write_checkpoint();
   summary.steps_done = step_ - first_step;
+  summary.skipped_steps = skipped_steps_;
   if (summary.steps_done > 0)
     spdlog::info("done: {} steps in {} ({:.1f} ms/step)", summary.steps_done, format_duration(total_ms / 1000.0),
                  total_ms / static_cast<double>(summary.steps_done));

@@ -6,10 +6,14 @@
 #include "config/config.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "dist/communicator.h"
+#include "dist/data_parallel.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
+#include "precision/recipe.h"
 #include "train/metrics.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +28,21 @@ struct StepResult {
   double lr = 0.0;
   int64_t target_tokens = 0;  // tokens whose target counted
   double ms = 0.0;
+  // Set when the loss or gradient norm was NaN/Inf: what went non-finite first (see nonfinite.h). With
+  // train.on_nonfinite: skip the step counts but applied is false; with stop the step does not count either.
+  std::string nonfinite;
+  bool applied = true;  // whether the optimizer update was applied
+  // precision.recipe fp16: the loss scale this step ran with (0 without loss scaling), whether its scaled
+  // gradients overflowed (the update is skipped and the scale backed off), and the overflowed steps so far.
+  double loss_scale = 0.0;
+  bool overflow = false;
+  int64_t overflow_steps = 0;
+};
+
+enum class TrainStatus {
+  Completed,    // reached train.steps
+  Interrupted,  // a stop request (SIGINT/SIGTERM) ended it after a step, with a checkpoint
+  NonFinite,    // train.on_nonfinite: stop; the checkpoint holds the last good state
 };
 
 struct TrainSummary {
@@ -32,12 +51,17 @@ struct TrainSummary {
   std::optional<double> last_val_loss;
   std::string last_sample;
   std::string last_checkpoint;
+  TrainStatus status = TrainStatus::Completed;
+  std::string message;        // why the run ended early, for the user
+  int64_t skipped_steps = 0;  // updates not applied over the whole run, resumes included (non-finite, fp16 overflow)
+  uint64_t measured_activation_bytes = 0;  // written in the first step of this process
 };
 
 class Trainer {
  public:
   // config_yaml is the resolved configuration, saved in the run directory and with each checkpoint.
-  Trainer(const Config& config, std::string config_yaml);
+  // comm: the ranks of a data-parallel run (it must outlive the trainer); null trains in this process alone.
+  Trainer(const Config& config, std::string config_yaml, Communicator* comm = nullptr);
   ~Trainer();
 
   TrainSummary run();
@@ -48,22 +72,37 @@ class Trainer {
 
   GPT& model() { return *model_; }
   AdamW& optimizer() { return *optimizer_; }
+  DataParallel& data_parallel() { return *dp_; }
+  const Config& config() const { return config_; }  // as resolved (accumulation steps derived)
   int64_t step() const { return step_; }
 
  private:
   void log_start() const;
-  std::string write_checkpoint();
+  // The loader position defaults to the current one; a stop on a non-finite step saves the position
+  // before that step's batches.
+  std::string write_checkpoint(std::optional<LoaderPosition> loader = std::nullopt);
+  // Whether a stop was requested on any rank (a collective: every rank asks at the same points).
+  bool stop_everywhere();
 
   Config config_;
   std::string config_yaml_;
+  std::unique_ptr<Communicator> own_comm_;
+  Communicator* comm_ = nullptr;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<GPT> model_;
+  std::unique_ptr<DataParallel> dp_;
+  std::function<void(int)> reduce_hook_;  // GPT::backward's hook in the last micro-batch of a step
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<MetricsWriter> metrics_;
+  PrecisionRecipe recipe_;
+  std::optional<LossScaler> scaler_;  // fp16 only
   std::vector<int32_t> inputs_, targets_;  // K*B*T host staging, allocated once
   int64_t step_ = 0;
+  int64_t skipped_steps_ = 0;
+  int64_t checkpointed_step_ = -1;  // step of the newest checkpoint this process wrote or resumed from
+  bool stop_ = false;               // the last answer of stop_everywhere()
 };
 
 }  // namespace gpt
