@@ -366,9 +366,10 @@ int run(const std::vector<std::string>& argv) {
                     : "");
   }
   if (cpu) {
-    fmt::print("\nthread placement: libgomp reads OMP_PROC_BIND and OMP_PLACES once, at start-up; on a machine of "
-               "your own, OMP_PROC_BIND=close OMP_PLACES=cores keeps each thread on one core (and the BLAS, which "
-               "runs on the same pool, with it). Load from other processes makes every number above noisier.\n");
+    fmt::print("\nthread placement: libgomp reads OMP_PROC_BIND and OMP_PLACES once, at start-up, so they are set "
+               "before starting, e.g. OMP_PROC_BIND=close OMP_PLACES=cores to keep each thread (and the BLAS, which "
+               "runs on the same pool) on one core of a dedicated machine; on a shared one leave them unset, as a "
+               "pinned thread cannot leave a core another process holds.\n");
   }
 
   if (args.has("json")) {

@@ -187,6 +187,8 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
       spdlog::info("resumed from '{}' at step {}", *dir, step_);
     } else {
       spdlog::info("train.resume is set but '{}' has no checkpoint yet; starting fresh", config_.log.run_dir);
+      // A run killed before its first checkpoint left records of steps that are now trained again.
+      if (rank == 0) truncate_metrics_after((fs::path(config_.log.run_dir) / "metrics.jsonl").string(), 0);
     }
   }
   if (rank == 0) {

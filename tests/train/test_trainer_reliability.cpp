@@ -131,6 +131,19 @@ TEST(TrainerReliability, MetricsAreRewoundToTheCheckpoint) {
   EXPECT_FALSE(fs::exists(dir.file("absent.jsonl")));
 }
 
+// Found by CrashResume.TwentyRandomKills: a run killed before its first checkpoint, resumed, wrote step 1
+// a second time.
+TEST(TrainerReliability, ResumeWithoutACheckpointRewindsMetricsToo) {
+  TempDir dir;
+  Config c = small_run(dir);
+  c.train.resume = true;
+  fs::create_directories(c.log.run_dir);
+  write_file_durably(c.log.run_dir + "/metrics.jsonl", "{\"step\":1,\"loss\":2.5}\n{\"step\":2,\"lo");
+  Trainer t(c, config_to_yaml(c));
+  EXPECT_EQ(t.step(), 0);
+  EXPECT_EQ(read_file_bytes(c.log.run_dir + "/metrics.jsonl"), "");
+}
+
 // A learning rate of 1e30 makes the weights ~1e30 after the first update, so the second step's forward
 // overflows: a deterministic non-finite step 2.
 Config exploding(const TempDir& dir) {
