@@ -15,10 +15,12 @@
 #include "core/random.h"
 #include "cpu/blas_runtime.h"
 #include "data/loader.h"
+#include "memory/arena_usage.h"
 #include "memory/recompute.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
+#include "precision/recipe.h"
 #include "train/metrics.h"
 
 #include <omp.h>
@@ -184,7 +186,9 @@ int run(const std::vector<std::string>& argv) {
   std::unique_ptr<Backend> backend = make_backend(parse_backend_kind(t.backend), t.threads);
   ProfilingBackend prof(*backend);
   const RecomputePolicy policy = resolve_recompute(config.recompute, config.model.n_layer);
-  GPT model(config.model, B, T, prof, DType::F32, policy);
+  // The recipe's emulation work is timed too (fp16 without loss scaling: its values, not its time, differ).
+  const PrecisionRecipe recipe = precision_recipe(config.precision);
+  GPT model(config.model, B, T, prof, DType::F32, policy, recipe);
   model.init_weights(t.seed);
   AdamW optimizer(config.optim, model.parameter_layout(), prof);
   BenchData data(config, B, T);
@@ -196,8 +200,8 @@ int run(const std::vector<std::string>& argv) {
   const bool cpu = backend->device() == Device::CPU;
 
   fmt::print("gpt-train bench {}\n\n", args.positionals[0]);
-  fmt::print("model      L{} C{} NH{} V{} (padded to {}), T{}: {} parameters, FP32; recompute: {}\n", mc.n_layer, mc.n_embd,
-             mc.n_head, mc.vocab_size, mc.padded_vocab_size(), T, group_digits(model.num_parameters()), policy.describe());
+  fmt::print("model      L{} C{} NH{} V{} (padded to {}), T{}: {} parameters, FP32 masters, precision {}; recompute: {}\n", mc.n_layer, mc.n_embd,
+             mc.n_head, mc.vocab_size, mc.padded_vocab_size(), T, group_digits(model.num_parameters()), config.precision.recipe, policy.describe());
   fmt::print("batch      {} micro-batch(es) x B{} x T{} = {} tokens per step\n", K, B, T, step_tokens);
   fmt::print("data       {}\n", data.description());
   fmt::print("machine    {}, {} cores online; load average (1/5/15 min) at start: {}\n", cpu_model(), omp_get_num_procs(),
@@ -263,6 +267,10 @@ int run(const std::vector<std::string>& argv) {
       loss_sum += model.loss_sum();
       model.backward(ctx);
     }
+    if (Fp8Gemms* fp8 = model.fp8()) {
+      Fp8StepStats stats;
+      fp8->update_scales(fp8->finish_step(stats));
+    }
     const double norm = std::sqrt(model.gradient_norm_squared());
     const double clip = config.optim.grad_clip;
     const double lr = learning_rate(config.optim, static_cast<int>(step_index), t.steps);
@@ -273,12 +281,19 @@ int run(const std::vector<std::string>& argv) {
     ++step_index;
     return ms;
   };
-  for (int i = 0; i < warmup; ++i) step();
+  // The first step (warm-up or timed; poisoning and scanning are outside its timing) also measures
+  // what it wrote of the activation arena, to set beside the plan.
+  const uint64_t planned_activations = model.activation_plan().total_bytes();
+  poison_arena(model.activation_arena(), prof);
+  const double first_ms = step();
+  const uint64_t measured_activations = written_bytes(model.activation_arena(), prof);
+  for (int i = 1; i < warmup; ++i) step();
   prof.reset();
   model.reset_flops();
   StepTimes times;
   const double cpu_start = ProfilingBackend::process_cpu_seconds();
-  for (int i = 0; i < steps; ++i) times.ms.push_back(step());
+  if (warmup == 0) times.ms.push_back(first_ms);
+  for (int i = warmup == 0 ? 1 : 0; i < steps; ++i) times.ms.push_back(step());
   const double cpu_ms = (ProfilingBackend::process_cpu_seconds() - cpu_start) * 1e3 / steps;
   const std::string load_end = load_average();
 
@@ -287,6 +302,9 @@ int run(const std::vector<std::string>& argv) {
   const double recompute_per_step = model.flops().recompute / steps;
   fmt::print("\nsteps      {} warm-up, {} timed; load average at end: {}; last loss {:.4f}\n", warmup, steps, load_end,
              last_loss);
+  fmt::print("activations planned {} ({} B), measured {} ({} B): {}\n", format_bytes(planned_activations),
+             planned_activations, format_bytes(measured_activations), measured_activations,
+             planned_activations == measured_activations ? "equal" : "DIFFERENT (the ledger is wrong: a bug)");
   fmt::print("ms/step    mean {:.1f} | median {:.1f} | min {:.1f} | max {:.1f}\n", times.mean(), times.median(),
              times.min(), times.max());
   fmt::print("cpu        {:.1f} ms of CPU time per step: {:.2f} of {} threads busy on average (fewer than the threads: "
@@ -377,6 +395,9 @@ int run(const std::vector<std::string>& argv) {
     json.add("config", args.positionals[0])
         .add("steps", static_cast<int64_t>(steps))
         .add("tokens_per_step", step_tokens)
+        .add("recompute", policy.describe())
+        .add("planned_activation_bytes", static_cast<int64_t>(planned_activations))
+        .add("measured_activation_bytes", static_cast<int64_t>(measured_activations))
         .add("ms_per_step", times.mean())
         .add("ms_per_step_median", times.median())
         .add("tokens_per_s", static_cast<double>(step_tokens) / mean_s)

@@ -194,15 +194,29 @@ struct PrecisionConfig {
   double loss_scale_backoff_factor = 0.5;
   int loss_scale_growth_interval = 2000;
   bool loss_scale_static = false;
+  std::string grad_dtype = "fp32";
+  std::string fp8_backward = "bf16";
+  std::string fp8_scaling = "delayed";
+  int fp8_amax_history = 1024;
+  std::string fp8_amax_algorithm = "max";
+  int fp8_margin = 0;
+  int fp8_bf16_layers = 0;
 
   template <class V>
   void visit(V& v) {
-    v.choice("recipe", recipe, {"fp32", "bf16", "fp16"}, "Compute format of activations and matrix products (FP32 accumulation); the master weights, gradients, AdamW state and checkpoints stay FP32. fp16 scales the loss (loss_scale_*). The CPU backend stores FP32 but rounds every value the GPU would hold in BF16/FP16.");
+    v.choice("recipe", recipe, {"fp32", "bf16", "fp16", "fp8"}, "Compute format of activations and matrix products (FP32 accumulation); the master weights, AdamW state and checkpoints stay FP32. fp16 scales the loss (loss_scale_*). fp8 runs the four linear layers of each block on E4M3 operands with per-tensor scales (fp8.*), everything else in BF16. The CPU backend stores FP32 but rounds every value the GPU would hold in BF16/FP16/FP8.");
+    v.choice("grad_dtype", grad_dtype, {"fp32", "bf16", "fp16"}, "Format parameter gradients are accumulated in across micro-batches: fp32, or the recipe's compute format (bf16 for bf16 and fp8, fp16 for fp16) to halve their memory.");
     v.field("loss_scale_initial", loss_scale_initial, "fp16: the loss scale of the first step.");
     v.field("loss_scale_growth_factor", loss_scale_growth_factor, "fp16, dynamic: the scale is multiplied by this after loss_scale_growth_interval steps without overflow.");
     v.field("loss_scale_backoff_factor", loss_scale_backoff_factor, "fp16: the scale is multiplied by this after a step whose gradients overflowed (that step is skipped).");
     v.field("loss_scale_growth_interval", loss_scale_growth_interval, "fp16, dynamic: consecutive good steps before the scale grows.");
     v.field("loss_scale_static", loss_scale_static, "fp16: keep the scale fixed at loss_scale_initial (overflowed steps are still skipped).");
+    v.choice("fp8.backward", fp8_backward, {"bf16", "e5m2"}, "fp8: format of the output gradient in the linear layers' backward products: bf16, or e5m2 with its own per-tensor scale (Transformer Engine's HYBRID).");
+    v.choice("fp8.scaling", fp8_scaling, {"delayed", "current"}, "fp8: delayed takes each tensor's scale from the amax history of earlier steps; current from the tensor's own amax just before it is cast.");
+    v.field("fp8.amax_history", fp8_amax_history, "fp8, delayed: steps of amax history each scale is computed from.");
+    v.choice("fp8.amax_algorithm", fp8_amax_algorithm, {"max", "most_recent"}, "fp8, delayed: the history's max, or its newest amax.");
+    v.field("fp8.margin", fp8_margin, "fp8: scale = (format max / amax) / 2^margin.");
+    v.field("fp8.bf16_layers", fp8_bf16_layers, "fp8: keep the first and the last N blocks in BF16.");
   }
 };
 

@@ -163,6 +163,32 @@ std::string where_of(const std::string& source, const YAML::Mark& mark) {
   return fmt::format("{}:{}", source, mark.line + 1);
 }
 
+// Whether some known key starts with "prefix.": a group of keys such as precision.fp8.*.
+bool is_known_group(const std::string& prefix) {
+  for (const std::string& k : known_keys().keys)
+    if (k.size() > prefix.size() && k.compare(0, prefix.size(), prefix) == 0 && k[prefix.size()] == '.') return true;
+  return false;
+}
+
+// The keys of the mapping `body` under "prefix.", a nested mapping of a group (fp8: backward: e5m2) read
+// as its dotted keys (fp8.backward: e5m2, which is accepted too).
+void collect_keys(const YAML::Node& body, const std::string& prefix, const std::string& source,
+                  std::map<std::string, Entry>& entries) {
+  for (const auto& kv : body) {
+    std::string key_where = where_of(source, kv.first.Mark());
+    if (!kv.first.IsScalar()) GPT_FAIL("{}: a key in '{}' is {}; expected a key name", key_where, prefix, describe(kv.first));
+    std::string full = prefix + "." + kv.first.Scalar();
+    if (!is_known_key(full) && kv.second.IsMap() && is_known_group(full)) {
+      collect_keys(kv.second, full, source, entries);
+      continue;
+    }
+    if (!is_known_key(full)) GPT_FAIL("{}: unknown key '{}'{}", key_where, full, key_hint(full));
+    auto [it, inserted] = entries.emplace(full, Entry{kv.second, key_where});
+    if (!inserted)
+      GPT_FAIL("{}: key '{}' appears twice (first at {}); keep one", key_where, full, it->second.where);
+  }
+}
+
 // Flattens the document into "section.key" -> value, rejecting unknown or repeated sections and keys.
 std::map<std::string, Entry> collect_entries(const YAML::Node& root, const std::string& source) {
   std::map<std::string, Entry> entries;
@@ -187,15 +213,7 @@ std::map<std::string, Entry> collect_entries(const YAML::Node& root, const std::
     if (!body.IsMap())
       GPT_FAIL("{}: section '{}' is {}; it must be a mapping of keys (e.g. '{}:' then indented 'key: value' lines)",
                where, name, describe(body), name);
-    for (const auto& kv : body) {
-      std::string key_where = where_of(source, kv.first.Mark());
-      if (!kv.first.IsScalar()) GPT_FAIL("{}: a key in section '{}' is {}; expected a key name", key_where, name, describe(kv.first));
-      std::string full = name + "." + kv.first.Scalar();
-      if (!is_known_key(full)) GPT_FAIL("{}: unknown key '{}'{}", key_where, full, key_hint(full));
-      auto [it, inserted] = entries.emplace(full, Entry{kv.second, key_where});
-      if (!inserted)
-        GPT_FAIL("{}: key '{}' appears twice (first at {}); keep one", key_where, full, it->second.where);
-    }
+    collect_keys(body, name, source, entries);
   }
   return entries;
 }

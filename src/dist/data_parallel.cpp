@@ -1,6 +1,7 @@
 #include "dist/data_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 
 namespace gpt {
@@ -67,6 +68,7 @@ DataParallel::DataParallel(GPT& model, Communicator& comm, int zero_stage)
   buckets_buffer_ = arena_->tensor("buckets");
   if (zero_ == 1) shard_ = arena_->tensor("shard");
   scalars_ = arena_->tensor("scalars");
+  gathered_.resize(static_cast<size_t>(kScalars));
 
   Arena& params = model.parameter_arena();
   Arena& grads = model.gradient_arena();
@@ -197,6 +199,31 @@ void DataParallel::all_reduce(std::span<double> values) {
     backend_.copy_to_device(buffer.data, values.data() + begin, n * sizeof(double));
     comm_.all_reduce_sum(buffer);
     backend_.copy_to_host(values.data() + begin, buffer.data, n * sizeof(double));
+  }
+}
+
+void DataParallel::all_reduce_max(std::span<float> values) {
+  const auto W = static_cast<size_t>(comm_.world_size());
+  if (W == 1) return;
+  // A max is not a sum: each rank's values are gathered (W of them after the rank's own), then maxed here.
+  const size_t chunk = static_cast<size_t>(kScalars) / (W + 1);
+  GPT_CHECK(chunk >= 1, "all_reduce_max: {} ranks exceed the {}-value scalar buffer", W, kScalars);
+  for (size_t begin = 0; begin < values.size(); begin += chunk) {
+    const size_t n = std::min(chunk, values.size() - begin);
+    for (size_t i = 0; i < n; ++i) gathered_[i] = values[begin + i];
+    Tensor mine = scalars_.elements(0, static_cast<int64_t>(n));
+    Tensor all = scalars_.elements(static_cast<int64_t>(n), static_cast<int64_t>(n * W));
+    backend_.copy_to_device(mine.data, gathered_.data(), n * sizeof(double));
+    comm_.all_gather_async(mine, all).wait();
+    backend_.copy_to_host(gathered_.data(), all.data, n * W * sizeof(double));
+    for (size_t i = 0; i < n; ++i) {
+      double m = gathered_[i];
+      for (size_t r = 1; r < W; ++r) {
+        const double x = gathered_[r * n + i];
+        if (std::isnan(x) || x > m) m = std::isnan(m) ? m : x;
+      }
+      values[begin + i] = static_cast<float>(m);
+    }
   }
 }
 

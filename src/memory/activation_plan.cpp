@@ -70,10 +70,16 @@ ActivationPlan plan_activations(const ModelConfig& m, const ActivationShape& sha
       default: return {B, T, C};
     }
   };
-  auto add = [&](const std::string& name, BlockTensor t, ActivationUse use) {
+  // Where activations are 16-bit (the GPU's layout), an FP8 block stores its linear layers' inputs in E4M3.
+  const bool narrow = dt == DType::BF16 || dt == DType::F16;
+  auto fp8_input = [&](int l, BlockTensor t) {
+    return narrow && static_cast<size_t>(l) < shape.fp8_blocks.size() && shape.fp8_blocks[l] &&
+           (t == BlockTensor::Ln1 || t == BlockTensor::Atty || t == BlockTensor::Ln2 || t == BlockTensor::FchGelu);
+  };
+  auto add = [&](const std::string& name, BlockTensor t, ActivationUse use, DType stored) {
     const std::vector<int64_t> d = dims(t);
     if (d.size() == 2) return pb.buffer(name, {d[0], d[1]}, fp32_dt, use);  // mean, rstd
-    if (d.size() == 3) return pb.buffer(name, {d[0], d[1], d[2]}, dt, use);
+    if (d.size() == 3) return pb.buffer(name, {d[0], d[1], d[2]}, stored, use);
     return pb.buffer(name, {d[0], d[1], d[2], d[3]}, fp32_dt, use);  // probs
   };
 
@@ -92,13 +98,14 @@ ActivationPlan plan_activations(const ModelConfig& m, const ActivationShape& sha
         // inside a full-recompute segment it goes to the segment's output slots, rebuilt in backward.
         const bool inner = policy.full(l) && l + 1 < policy.segment_end(l);
         slot = inner ? add("segment" + std::to_string(l - policy.segment_start(l)) + ".out", t,
-                           ActivationUse::RecomputeWorkspace)
-                     : add("block" + std::to_string(l) + ".out", t, ActivationUse::BlockInput);
+                           ActivationUse::RecomputeWorkspace, dt)
+                     : add("block" + std::to_string(l) + ".out", t, ActivationUse::BlockInput, dt);
         continue;
       }
       if (policy.full(l)) {
         // One block's internals: every full-recompute block is rebuilt into the same workspace.
-        slot = add("recompute." + kind, t, ActivationUse::RecomputeWorkspace);
+        // Shared by FP8 and 16-bit blocks alike, so sized for the wider format.
+        slot = add("recompute." + kind, t, ActivationUse::RecomputeWorkspace, dt);
         continue;
       }
       const bool scratch = policy.selective(l) &&
@@ -107,9 +114,10 @@ ActivationPlan plan_activations(const ModelConfig& m, const ActivationShape& sha
       if (scratch) {
         // One buffer per recomputed kind serves every block: LayerNorm 1 and 2 outputs share one.
         const std::string name = (t == BlockTensor::Ln1 || t == BlockTensor::Ln2) ? "scratch.ln" : "scratch." + kind;
-        slot = add(name, t, ActivationUse::Scratch);
+        slot = add(name, t, ActivationUse::Scratch, dt);
       } else {
-        slot = add("block" + std::to_string(l) + "." + kind, t, ActivationUse::BlockStored);
+        slot = add("block" + std::to_string(l) + "." + kind, t, ActivationUse::BlockStored,
+                   fp8_input(l, t) ? DType::E4M3 : dt);
       }
     }
   }
@@ -129,7 +137,15 @@ ActivationPlan plan_activations(const ModelConfig& m, const ActivationShape& sha
   pb.buffer("dqkv", {B, T, 3 * C}, dt, ActivationUse::Scratch);
   pb.buffer("dfch", {B, T, 4 * C}, dt, ActivationUse::Scratch);
   if (shape.keeps_probs) pb.buffer("dprobs", {B, NH, T, T}, fp32_dt, ActivationUse::Scratch);
+  if (shape.fp8_output_grads) pb.buffer("fp8.output_grad", {B, T, 4 * C}, narrow ? DType::E5M2 : dt, ActivationUse::Scratch);
   return plan;
+}
+
+void set_fp8_fields(ActivationShape& shape, const PrecisionRecipe& recipe, int n_layer) {
+  shape.fp8_blocks.assign(static_cast<size_t>(n_layer), false);
+  bool any = false;
+  for (int l = 0; l < n_layer; ++l) any |= shape.fp8_blocks[l] = recipe.layer_uses_fp8(l, n_layer);
+  shape.fp8_output_grads = any && recipe.fp8.backward == Fp8Backward::E5M2;
 }
 
 }  // namespace gpt

@@ -16,11 +16,14 @@
 // (L/k + k - 1) block inputs + one block's internals, the O(k + L/k) of the classic sqrt(L) scheme
 // (Chen et al. 2016), minimised at k = sqrt(L); the price is 2k-1 block forwards per segment
 // (k = 1: exactly one extra forward of every block).
+// fp8: the stored inputs of an FP8 block's linear layers (ln1, atty, ln2, fch_gelu) take 1 byte per value
+// (e = 1 for those four) and backward adds fp8.output_grad [b,s,4h] of E5M2 when it casts gradients.
 #pragma once
 
 #include "config/config.h"
 #include "core/arena.h"
 #include "memory/recompute.h"
+#include "precision/recipe.h"
 
 #include <array>
 #include <string>
@@ -54,7 +57,15 @@ struct ActivationShape {
   int seq_len = 1;
   DType dtype = DType::F32;
   bool keeps_probs = true;  // Backend::attention_keeps_probs()
+  // fp8 recipe: the blocks whose linear layers take FP8 inputs (stored in E4M3 where dtype is 16-bit,
+  // i.e. in the GPU's layout; the CPU emulation stores F32), and whether backward casts output
+  // gradients to E5M2, which needs a [b,s,4h] buffer.
+  std::vector<bool> fp8_blocks;
+  bool fp8_output_grads = false;
 };
+
+// The shape's FP8 fields from a precision recipe.
+void set_fp8_fields(ActivationShape& shape, const PrecisionRecipe& recipe, int n_layer);
 
 ActivationPlan plan_activations(const ModelConfig& model, const ActivationShape& shape, const RecomputePolicy& policy);
 

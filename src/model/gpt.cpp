@@ -33,18 +33,36 @@ void upload(Backend& backend, const Tensor& t, std::span<const double> values) {
 
 }  // namespace
 
+namespace {
+
+ActivationShape model_activation_shape(const ModelConfig& config, int batch_size, int seq_len, DType dtype,
+                                       bool keeps_probs, const PrecisionRecipe& precision) {
+  ActivationShape shape;
+  shape.batch_size = batch_size;
+  shape.seq_len = seq_len;
+  shape.dtype = dtype;
+  shape.keeps_probs = keeps_probs;
+  set_fp8_fields(shape, precision, config.n_layer);
+  return shape;
+}
+
+}  // namespace
+
 GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype,
-         const RecomputePolicy& recompute)
+         const RecomputePolicy& recompute, const PrecisionRecipe& precision)
     : config_(config),
       backend_(backend),
       dtype_(dtype),
       max_batch_(batch_size),
       max_seq_(seq_len),
       layout_(config, dtype),
-      plan_(plan_activations(config, {batch_size, seq_len, dtype, backend.attention_keeps_probs()}, recompute)),
+      plan_(plan_activations(
+          config, model_activation_shape(config, batch_size, seq_len, dtype, backend.attention_keeps_probs(), precision),
+          recompute)),
       params_arena_(layout_.arena_layout(), backend),
       grads_arena_(layout_.arena_layout(), backend),
-      acts_arena_(plan_.layout, backend) {
+      acts_arena_(plan_.layout, backend),
+      host_staging_(static_cast<size_t>(batch_size) * seq_len * dtype_size(dtype)) {
   GPT_CHECK(config.n_embd % config.n_head == 0, "n_head {} does not divide n_embd {}", config.n_head, config.n_embd);
   GPT_CHECK(seq_len <= config.context_length, "seq_len {} exceeds context_length {}", seq_len, config.context_length);
   params_ = layout_.views(params_arena_);
@@ -53,7 +71,20 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
   for (Arena* arena : {&params_arena_, &grads_arena_, &acts_arena_})
     if (arena->layout().total_bytes() > 0)
       backend_.fill({Tensor(arena->base(), {static_cast<int64_t>(arena->layout().total_bytes() / 4)}), 0.0f});
+
+  precision.validate(config.n_layer);
+  precision_ = precision;
+  compute_dtype_ = precision.compute_dtype();
+  if (compute_dtype_ != DType::F32 || precision.grad_dtype != DType::F32)
+    GPT_CHECK(dtype_ == DType::F32, "mixed precision needs F32 master weights, not {}", dtype_name(dtype_));
+  if (compute_dtype_ != DType::F32) {
+    compute_arena_ = std::make_unique<Arena>(layout_.arena_layout(), backend_);
+    compute_params_ = layout_.views(*compute_arena_);
+  }
+  if (precision.recipe == RecipeKind::Fp8) fp8_ = std::make_unique<Fp8Gemms>(precision, config.n_layer, backend_);
 }
+
+GPT::~GPT() = default;
 
 void GPT::init_weights(uint64_t seed) {
   const auto& specs = layout_.specs();
@@ -99,20 +130,6 @@ void GPT::parameters_from_host(std::span<const float> flat) {
   }
 }
 
-void GPT::set_compute_dtype(DType compute) {
-  GPT_CHECK(compute == DType::F32 || compute == DType::BF16 || compute == DType::F16,
-            "compute dtype {} is not emulated (F32, BF16 or F16)", dtype_name(compute));
-  GPT_CHECK(dtype_ == DType::F32, "mixed precision needs F32 master weights, not {}", dtype_name(dtype_));
-  compute_dtype_ = compute;
-  if (compute == DType::F32) {
-    compute_arena_.reset();
-    compute_params_ = {};
-    return;
-  }
-  compute_arena_ = std::make_unique<Arena>(layout_.arena_layout(), backend_);
-  compute_params_ = layout_.views(*compute_arena_);
-}
-
 void GPT::round_to_compute(const Tensor& t) {
   if (compute_dtype_ == DType::F32 || t.empty()) return;
   QuantizeRoundtripArgs q;
@@ -120,6 +137,53 @@ void GPT::round_to_compute(const Tensor& t) {
   q.in = t;
   q.format = compute_dtype_;
   backend_.quantize_roundtrip(q);
+}
+
+void GPT::store_gemm_input(const Tensor& x, int l, Fp8Linear which) {
+  if (fp8_block(l)) fp8_->quantize(x, x, l, which, Fp8Operand::Input);
+  else round_to_compute(x);
+}
+
+void GPT::refresh_compute_weights() {
+  // The masters may have changed since the last forward (an optimizer step, a load). Alignment gaps are
+  // zero in both arenas and stay zero.
+  const int64_t n = static_cast<int64_t>(params_arena_.layout().total_bytes() / sizeof(float));
+  QuantizeRoundtripArgs q;
+  q.out = Tensor(compute_arena_->base(), {n}, DType::F32, backend_.device());
+  q.in = Tensor(params_arena_.base(), {n}, DType::F32, backend_.device());
+  q.format = compute_dtype_;
+  backend_.quantize_roundtrip(q);
+  if (!fp8_) return;
+  // An FP8 block's linear weights are cast from the FP32 masters, as the GPU casts them, not from BF16.
+  for (int l = 0; l < config_.n_layer; ++l) {
+    if (!fp8_->layer_uses_fp8(l)) continue;
+    const std::pair<Tensor ParameterTensors::*, Fp8Linear> weights[] = {{&ParameterTensors::qkvw, Fp8Linear::Qkv},
+                                                                         {&ParameterTensors::attprojw, Fp8Linear::AttnProj},
+                                                                         {&ParameterTensors::fcw, Fp8Linear::Fc},
+                                                                         {&ParameterTensors::fcprojw, Fp8Linear::FcProj}};
+    for (const auto& [member, which] : weights)
+      fp8_->quantize((compute_params_.*member)[l], (params_.*member)[l], l, which, Fp8Operand::Weight);
+  }
+}
+
+void GPT::round_gradients(int l) {
+  if (precision_.grad_dtype == DType::F32) return;
+  auto round = [&](const Tensor& g) {
+    QuantizeRoundtripArgs q;
+    q.out = g;
+    q.in = g;
+    q.format = precision_.grad_dtype;
+    q.saturate = false;  // an F16 overflow stays inf, for the loss scaler to see
+    backend_.quantize_roundtrip(q);
+  };
+  const ParameterTensors& g = grads_;
+  if (l < 0) {
+    for (const Tensor* t : {&g.wte, &g.wpe, &g.lnfw, &g.lnfb}) round(*t);
+    return;
+  }
+  for (const Tensor* t : {&g.ln1w, &g.ln1b, &g.qkvw, &g.qkvb, &g.attprojw, &g.attprojb, &g.ln2w, &g.ln2b, &g.fcw, &g.fcb,
+                          &g.fcprojw, &g.fcprojb})
+    round((*t)[l]);
 }
 
 DropoutSpec GPT::dropout(const StepContext& ctx, uint32_t layer, RngSite site) const {
@@ -161,10 +225,15 @@ void GPT::linear(const Tensor& out, const Tensor& in, const Tensor& weight, cons
 
 // din = dout W (overwritten), dW += dout^T in, db += column sums of dout.
 void GPT::linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                          const Tensor& in, const Tensor& weight) {
-  backend_.matmul({din, dout, weight, Tensor()});
+                          const Tensor& in, const Tensor& weight, int layer, Fp8Linear which) {
+  Tensor grad = dout;
+  if (layer >= 0 && fp8_block(layer) && fp8_->e5m2_backward()) {
+    grad = acts_arena_.tensor("fp8.output_grad").elements(0, dout.numel()).reshaped({dout.dim(0), dout.dim(1), dout.dim(2)});
+    fp8_->quantize(grad, dout, layer, which, Fp8Operand::OutputGrad);
+  }
+  backend_.matmul({din, grad, weight, Tensor()});
   round_to_compute(din);
-  backend_.matmul({dweight, dout, in, Tensor(), true, false, 1.0f, 1.0f});
+  backend_.matmul({dweight, grad, in, Tensor(), true, false, 1.0f, 1.0f});
   if (!dbias.empty()) backend_.bias_backward({dbias, dout});
   flops_.backward += 4.0 * static_cast<double>(dout.numel()) * static_cast<double>(weight.dim(1));
 }
@@ -179,22 +248,23 @@ void GPT::block_forward(int l, int B, int T, const StepContext& ctx, double& flo
   using K = BlockTensor;
 
   backend_.layernorm_forward({v[K::Ln1], v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w[l], p.ln1b[l]});
-  round_to_compute(v[K::Ln1]);
+  store_gemm_input(v[K::Ln1], l, Fp8Linear::Qkv);
   linear(v[K::Qkv], v[K::Ln1], p.qkvw[l], p.qkvb[l], flop_counter);
   round_to_compute(v[K::Qkv]);
   backend_.attention_forward({v[K::Atty], v[K::Probs], v[K::Qkv], config_.n_head, dropout(ctx, ul, RngSite::AttentionProbs)});
   round_to_compute(v[K::Atty]);
+  if (fp8_block(l)) store_gemm_input(v[K::Atty], l, Fp8Linear::AttnProj);
   flop_counter += 4.0 * B * static_cast<double>(T) * T * C;
   linear(branch, v[K::Atty], p.attprojw[l], p.attprojb[l], flop_counter);
   round_to_compute(branch);
   backend_.residual_forward({v[K::Residual2], in, branch, dropout(ctx, ul, RngSite::AttentionResidual)});
   round_to_compute(v[K::Residual2]);
   backend_.layernorm_forward({v[K::Ln2], v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w[l], p.ln2b[l]});
-  round_to_compute(v[K::Ln2]);
+  store_gemm_input(v[K::Ln2], l, Fp8Linear::Fc);
   linear(v[K::Fch], v[K::Ln2], p.fcw[l], p.fcb[l], flop_counter);
   round_to_compute(v[K::Fch]);
   backend_.gelu_forward({v[K::FchGelu], v[K::Fch]});
-  round_to_compute(v[K::FchGelu]);
+  store_gemm_input(v[K::FchGelu], l, Fp8Linear::FcProj);
   linear(branch, v[K::FchGelu], p.fcprojw[l], p.fcprojb[l], flop_counter);
   round_to_compute(branch);
   backend_.residual_forward({v[K::Out], v[K::Residual2], branch, dropout(ctx, ul, RngSite::MlpResidual)});
@@ -210,16 +280,7 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
             targets.size());
   GPT_CHECK(dloss == 0.0f || !targets.empty(), "a training forward needs targets");
   const int64_t C = config_.n_embd, Vp = config_.padded_vocab_size();
-  if (compute_arena_) {
-    // The masters may have changed since the last forward (an optimizer step, a load): refresh the
-    // compute copy. Alignment gaps are zero in both arenas and stay zero.
-    const int64_t n = static_cast<int64_t>(params_arena_.layout().total_bytes() / sizeof(float));
-    QuantizeRoundtripArgs q;
-    q.out = Tensor(compute_arena_->base(), {n}, DType::F32, backend_.device());
-    q.in = Tensor(params_arena_.base(), {n}, DType::F32, backend_.device());
-    q.format = compute_dtype_;
-    backend_.quantize_roundtrip(q);
-  }
+  if (compute_arena_) refresh_compute_weights();
   const ParameterTensors& p = compute_params();
 
   Tensor tok = act("tokens", {B, T});
@@ -228,6 +289,7 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
   backend_.embedding_forward({encoded, tok, p.wte, p.wpe, dropout(ctx, 0, RngSite::Embedding)});
   round_to_compute(encoded);
   for (int l = 0; l < config_.n_layer; ++l) block_forward(l, B, T, ctx, flops_.forward);
+  if (fp8_ && !ctx.training) fp8_->discard_step();
   Tensor lnf = act("lnf", {B, T, C});
   backend_.layernorm_forward({lnf, act("lnf_mean", {B, T}), act("lnf_rstd", {B, T}),
                               block_views(config_.n_layer - 1, B, T)[BlockTensor::Out], p.lnfw, p.lnfb});
@@ -257,10 +319,20 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
   if (last_has_dlogits_) round_to_compute(ce.dlogits);
 }
 
-double GPT::loss_sum() {
-  std::vector<double> losses = download(backend_, act("losses", {last_B_, last_T_}));
+double GPT::loss_sum() { return host_sum(act("losses", {last_B_, last_T_})); }
+
+double GPT::host_sum(const Tensor& t) {
+  GPT_CHECK(t.bytes() <= host_staging_.size(), "host_sum of {} bytes exceeds the {}-byte staging buffer", t.bytes(),
+            host_staging_.size());
+  backend_.copy_to_host(host_staging_.data(), t.data, t.bytes());
   double sum = 0.0;
-  for (double x : losses) sum += x;
+  if (t.dtype == DType::F64) {
+    const auto* x = reinterpret_cast<const double*>(host_staging_.data());
+    for (int64_t i = 0; i < t.numel(); ++i) sum += x[i];
+  } else {
+    const auto* x = reinterpret_cast<const float*>(host_staging_.data());
+    for (int64_t i = 0; i < t.numel(); ++i) sum += x[i];
+  }
   return sum;
 }
 
@@ -298,23 +370,23 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
   round_to_compute(dbranch);
   if (selective && policy.gelu) {
     backend_.gelu_forward({v[K::FchGelu], v[K::Fch]});
-    round_to_compute(v[K::FchGelu]);
+    store_gemm_input(v[K::FchGelu], l, Fp8Linear::FcProj);
   }
-  linear_backward(dfch, g.fcprojw[l], g.fcprojb[l], dbranch, v[K::FchGelu], p.fcprojw[l]);
+  linear_backward(dfch, g.fcprojw[l], g.fcprojb[l], dbranch, v[K::FchGelu], p.fcprojw[l], l, Fp8Linear::FcProj);
   backend_.gelu_backward({dfch, dfch, v[K::Fch]});
   round_to_compute(dfch);
   if (selective && policy.layernorm) {
     backend_.layernorm_forward({v[K::Ln2], v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w[l], p.ln2b[l]});
-    round_to_compute(v[K::Ln2]);
+    store_gemm_input(v[K::Ln2], l, Fp8Linear::Fc);
   }
-  linear_backward(dbranch, g.fcw[l], g.fcb[l], dfch, v[K::Ln2], p.fcw[l]);
+  linear_backward(dbranch, g.fcw[l], g.fcb[l], dfch, v[K::Ln2], p.fcw[l], l, Fp8Linear::Fc);
   backend_.layernorm_backward({dresidual, g.ln2w[l], g.ln2b[l], dbranch, v[K::Residual2], p.ln2w[l], v[K::Ln2Mean],
                                v[K::Ln2Rstd]});
   round_to_compute(dresidual);
 
   backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::AttentionResidual)});
   round_to_compute(dbranch);
-  linear_backward(datty, g.attprojw[l], g.attprojb[l], dbranch, v[K::Atty], p.attprojw[l]);
+  linear_backward(datty, g.attprojw[l], g.attprojb[l], dbranch, v[K::Atty], p.attprojw[l], l, Fp8Linear::AttnProj);
   if (selective && policy.attention) {
     backend_.attention_forward({v[K::Atty], v[K::Probs], v[K::Qkv], config_.n_head, dropout(ctx, ul, RngSite::AttentionProbs)});
     round_to_compute(v[K::Atty]);
@@ -327,9 +399,9 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
   flops_.backward += 8.0 * B * static_cast<double>(T) * T * C;
   if (selective && policy.layernorm) {
     backend_.layernorm_forward({v[K::Ln1], v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w[l], p.ln1b[l]});
-    round_to_compute(v[K::Ln1]);
+    store_gemm_input(v[K::Ln1], l, Fp8Linear::Qkv);
   }
-  linear_backward(dbranch, g.qkvw[l], g.qkvb[l], dqkv, v[K::Ln1], p.qkvw[l]);
+  linear_backward(dbranch, g.qkvw[l], g.qkvb[l], dqkv, v[K::Ln1], p.qkvw[l], l, Fp8Linear::Qkv);
   backend_.layernorm_backward({dresidual, g.ln1w[l], g.ln1b[l], dbranch, in, p.ln1w[l], v[K::Ln1Mean], v[K::Ln1Rstd]});
   round_to_compute(dresidual);
 }
@@ -350,9 +422,11 @@ void GPT::backward(const StepContext& ctx, const std::function<void(int block)>&
   round_to_compute(dresidual);
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     block_backward(l, B, T, ctx);
+    round_gradients(l);
     if (on_gradients_ready) on_gradients_ready(l);
   }
   backend_.embedding_backward({g.wte, g.wpe, dresidual, act("tokens", {B, T}), dropout(ctx, 0, RngSite::Embedding)});
+  round_gradients(-1);
   if (on_gradients_ready) on_gradients_ready(-1);
 }
 
@@ -366,7 +440,7 @@ Tensor GPT::gradients_flat() {
 double GPT::gradient_norm_squared() {
   Tensor out = act("sum_squares", {1});
   backend_.sum_of_squares({out, gradients_flat()});
-  return download(backend_, out)[0];
+  return host_sum(out);
 }
 
 }  // namespace gpt

@@ -7,8 +7,11 @@
 #include "config/config.h"
 #include "core/arena.h"
 #include "memory/activation_plan.h"
+#include "model/fp8_gemms.h"
 #include "model/parameters.h"
+#include "precision/recipe.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,8 +40,10 @@ struct StepContext {
 class GPT {
  public:
   // batch_size and seq_len are the largest micro-batch the activation arena is planned for.
+  // precision: the mixed-precision recipe the model emulates (below); its plan holds what the recipe needs.
   GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype = DType::F32,
-      const RecomputePolicy& recompute = {});
+      const RecomputePolicy& recompute = {}, const PrecisionRecipe& precision = {});
+  ~GPT();
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() { return backend_; }
@@ -61,8 +66,17 @@ class GPT {
   // activation and activation gradient the GPU would store in that format is rounded to it after the op
   // that produces it; LayerNorm statistics, softmax probabilities, the losses and the parameter gradients
   // stay FP32. Storage stays F32 (dtype()), so the values are exactly the GPU's, not their size.
-  void set_compute_dtype(DType compute);
+  // fp8 (compute BF16): in every block outside precision.fp8.bf16_layers, the four linear layers'
+  // weights are cast from the masters to E4M3 in the compute copy, their inputs are stored as E4M3 (the
+  // cast fused into the LayerNorm or GELU that produces them, after the attention output's BF16), and
+  // with backward e5m2 their output gradients are cast to E5M2 for both backward products (the bias
+  // gradient reads the BF16 gradient). Each cast uses its tensor's scale in fp8() and records its amax.
+  // grad_dtype BF16/F16: each parameter gradient is rounded to it once its backward has added to it,
+  // as a gradient buffer in that format between micro-batches would hold it.
   DType compute_dtype() const { return compute_dtype_; }
+  const PrecisionRecipe& precision() const { return precision_; }
+  // The FP8 scaling state; null unless the recipe is fp8.
+  Fp8Gemms* fp8() { return fp8_.get(); }
   const ParameterTensors& compute_params() const { return compute_arena_ ? compute_params_ : params_; }
 
   // GPT-2 initialisation: N(0, init_std), residual projections N(0, init_std/sqrt(2L)), biases 0,
@@ -103,11 +117,22 @@ class GPT {
   void block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter);
   void block_backward(int l, int B, int T, const StepContext& ctx);
   void linear(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, double& flop_counter);
+  // FP8 layers (fp8_ and a block that uses it): the output gradient's E5M2 cast when the backward is e5m2.
   void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
-                       const Tensor& in, const Tensor& weight);
+                       const Tensor& in, const Tensor& weight, int layer = -1, Fp8Linear which = Fp8Linear::Count);
+  // Stores x, the input of block l's linear layer `which`, in the format that layer multiplies: E4M3
+  // in an FP8 block, else the compute dtype.
+  void store_gemm_input(const Tensor& x, int l, Fp8Linear which);
+  bool fp8_block(int l) const { return fp8_ && fp8_->layer_uses_fp8(l); }
+  // The compute copy of the weights from the masters, FP8 weights cast with their scales.
+  void refresh_compute_weights();
+  // Rounds the parameter gradients of block l (-1: the embeddings and final LayerNorm) to grad_dtype.
+  void round_gradients(int l);
   DropoutSpec dropout(const StepContext& ctx, uint32_t layer, RngSite site) const;
   // Rounds t in place to the compute dtype (nothing in FP32).
   void round_to_compute(const Tensor& t);
+  // Sum of t's elements in double, read back through host_staging_: no allocation in the step.
+  double host_sum(const Tensor& t);
 
   ModelConfig config_;
   Backend& backend_;
@@ -117,12 +142,15 @@ class GPT {
   ActivationPlan plan_;
   Arena params_arena_, grads_arena_, acts_arena_;
   ParameterTensors params_, grads_;
+  PrecisionRecipe precision_;
   DType compute_dtype_ = DType::F32;
   std::unique_ptr<Arena> compute_arena_;  // the compute copy of the weights; null in FP32
+  std::unique_ptr<Fp8Gemms> fp8_;
   ParameterTensors compute_params_;
   FlopCounts flops_;
   int last_B_ = 0, last_T_ = 0;
   bool last_has_dlogits_ = false;
+  std::vector<std::byte> host_staging_;  // B x T losses at most, sized at construction
 };
 
 }  // namespace gpt

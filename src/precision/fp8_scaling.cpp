@@ -67,8 +67,8 @@ AmaxAlgorithm parse_amax_algorithm(std::string_view name) {
 }
 
 void Fp8ScalingConfig::validate() const {
-  GPT_CHECK(amax_history >= 1, "fp8.amax_history must be >= 1, got {}", amax_history);
-  GPT_CHECK(margin >= 0 && margin <= 64, "fp8.margin must be in [0, 64], got {}", margin);
+  GPT_CHECK(amax_history >= 1, "precision.fp8.amax_history must be >= 1, got {}", amax_history);
+  GPT_CHECK(margin >= 0 && margin <= 64, "precision.fp8.margin must be in [0, 64], got {}", margin);
 }
 
 float fp8_scale_from_amax(float amax, float fp8_max, int margin, float previous_scale) {

@@ -64,7 +64,7 @@ void PrecisionRecipe::validate(int n_layer) const {
   fp8.scaling.validate();
   for (size_t i = 0; i < fp8.bf16_layers.size(); ++i) {
     const int l = fp8.bf16_layers[i];
-    GPT_CHECK(l >= -n_layer && l < n_layer, "precision.fp8.bf16_layers[{}] = {} is outside [-{}, {}) for n_layer {}", i, l,
+    GPT_CHECK(l >= -n_layer && l < n_layer, "precision.fp8.bf16_layers: block {} is outside [-{}, {}) for n_layer {}", l,
               n_layer, n_layer, n_layer);
   }
 }
@@ -79,6 +79,17 @@ PrecisionRecipe precision_recipe(const PrecisionConfig& config) {
   r.loss_scale.dynamic = !config.loss_scale_static;
   r.loss_scale.max_scale = std::max(r.loss_scale.max_scale, config.loss_scale_initial);
   r.loss_scale.min_scale = std::min(r.loss_scale.min_scale, config.loss_scale_initial);
+  r.grad_dtype = config.grad_dtype == "bf16" ? DType::BF16 : config.grad_dtype == "fp16" ? DType::F16 : DType::F32;
+  r.fp8.backward = parse_fp8_backward(config.fp8_backward);
+  r.fp8.scaling.mode = parse_fp8_scaling_mode(config.fp8_scaling);
+  r.fp8.scaling.amax_history = config.fp8_amax_history;
+  r.fp8.scaling.algorithm = parse_amax_algorithm(config.fp8_amax_algorithm);
+  r.fp8.scaling.margin = config.fp8_margin;
+  GPT_CHECK(config.fp8_bf16_layers >= 0, "precision.fp8.bf16_layers must be >= 0, got {}", config.fp8_bf16_layers);
+  for (int i = 0; i < config.fp8_bf16_layers; ++i) {
+    r.fp8.bf16_layers.push_back(i);
+    r.fp8.bf16_layers.push_back(-1 - i);
+  }
   return r;
 }
 

@@ -10,6 +10,7 @@
 #include "memory/planner.h"
 #include "optim/lr_schedule.h"
 #include "train/nonfinite.h"
+#include "train/precision_state.h"
 #include "train/resume.h"
 #include "train/sampler.h"
 #include "train/stop_request.h"
@@ -103,10 +104,9 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
     policy = choice.policy;
     config_yaml_ = config_to_yaml(config_);
   }
-  model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy);
   recipe_ = precision_recipe(config_.precision);
   recipe_.validate(config_.model.n_layer);
-  model_->set_compute_dtype(recipe_.compute_dtype());
+  model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy, recipe_);
   if (recipe_.uses_loss_scaling()) scaler_.emplace(recipe_.loss_scale);
   dp_ = std::make_unique<DataParallel>(*model_, *comm_, config_.dist.zero);
   reduce_hook_ = [this](int block) { dp_->gradients_ready(block); };
@@ -179,6 +179,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
       for (const std::string& change : check_resume_config(read_file_bytes(config_path), config_yaml_, config_path))
         spdlog::info("changed since the checkpoint: {}", change);
       CheckpointState state = load_checkpoint(*dir, *model_, *optimizer_, /*verify=*/false);  // rank 0 just did
+      restore_precision_state(state, *dir, scaler_ ? &*scaler_ : nullptr, model_->fp8());
       train_loader_->restore(loader_position(state.loader, *dir));
       step_ = state.step;
       skipped_steps_ = state.skipped_steps;
@@ -272,6 +273,21 @@ StepResult Trainer::train_step(std::span<const int32_t> inputs, std::span<const 
   }
   dp_->all_reduce({&loss_sum, 1});
   r.loss = loss_sum / static_cast<double>(r.target_tokens);
+  if (Fp8Gemms* fp8 = model_->fp8()) {
+    // Every rank takes the next step's scales from the same amaxes, the max over the ranks, so the ranks
+    // cast alike and 2 ranks train as 1 rank accumulating.
+    const std::span<float> amaxes = fp8->finish_step(r.fp8);
+    dp_->all_reduce_max(amaxes);
+    double counts[3] = {static_cast<double>(r.fp8.values), static_cast<double>(r.fp8.underflows),
+                        static_cast<double>(r.fp8.saturated)};
+    dp_->all_reduce(counts);
+    r.fp8.values = static_cast<int64_t>(counts[0]);
+    r.fp8.underflows = static_cast<int64_t>(counts[1]);
+    r.fp8.saturated = static_cast<int64_t>(counts[2]);
+    for (float a : amaxes)
+      if (!(a <= r.fp8.amax_max)) r.fp8.amax_max = a;
+    fp8->update_scales(amaxes);
+  }
   r.grad_norm = std::sqrt(dp_->finish_gradients()) / loss_scale;
   const double clip = config_.optim.grad_clip;
   const double grad_scale = (clip > 0.0 && r.grad_norm > clip ? clip / r.grad_norm : 1.0) / loss_scale;
@@ -359,6 +375,7 @@ std::string Trainer::write_checkpoint(std::optional<LoaderPosition> loader) {
   state.seed = config_.train.seed;
   state.skipped_steps = skipped_steps_;
   state.loader = loader_fields(loader.value_or(train_loader_->position()));
+  save_precision_state(state, scaler_ ? &*scaler_ : nullptr, model_->fp8());
   // Rank 0 writes the checkpoint; with ZeRO-1 every rank adds its optimizer shard to the staging directory
   // rank 0 has created (the first barrier), and rank 0 lists them once all are written (the second).
   const int rank = comm_->rank(), world = comm_->world_size();
@@ -428,14 +445,19 @@ TrainSummary Trainer::run() {
       spdlog::warn("step {}: fp16 gradients overflowed at loss scale {:g}; update skipped, scale backed off to {:g} "
                    "({} overflowed steps so far)",
                    r.step, r.loss_scale, scaler_->scale(), r.overflow_steps);
-    if (scaler_ && (due(r.step, config_.log.every) || last || r.step == first_step + 1))
-      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | scale {:g} | overflows {} | {:.1f} ms | {:.0f} "
-                   "tok/s | eta {}",
-                   r.step, t.steps, r.loss, r.lr, r.grad_norm, r.loss_scale, r.overflow_steps, r.ms, tokens_per_s,
-                   format_duration(eta_s));
-    else if (due(r.step, config_.log.every) || last || r.step == first_step + 1)
-      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.1f} ms | {:.0f} tok/s | eta {}", r.step,
-                   t.steps, r.loss, r.lr, r.grad_norm, r.ms, tokens_per_s, format_duration(eta_s));
+    const bool fp8 = model_->fp8() != nullptr;
+    const double fp8_values = std::max<double>(1.0, static_cast<double>(r.fp8.values));
+    if (due(r.step, config_.log.every) || last || r.step == first_step + 1) {
+      std::string precision;
+      if (scaler_) precision = fmt::format(" | scale {:g} | overflows {}", r.loss_scale, r.overflow_steps);
+      if (fp8)
+        precision = fmt::format(" | fp8 scale {:.3g}..{:.3g} amax {:.3g} underflow {:.2f}% saturated {:.3f}%",
+                                r.fp8.scale_min, r.fp8.scale_max, r.fp8.amax_max,
+                                100.0 * static_cast<double>(r.fp8.underflows) / fp8_values,
+                                100.0 * static_cast<double>(r.fp8.saturated) / fp8_values);
+      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f}{} | {:.1f} ms | {:.0f} tok/s | eta {}", r.step,
+                   t.steps, r.loss, r.lr, r.grad_norm, precision, r.ms, tokens_per_s, format_duration(eta_s));
+    }
     if (metrics_) {
       JsonLine line;
       line.add("step", r.step)
@@ -447,6 +469,12 @@ TrainSummary Trainer::run() {
           .add("target_tokens", r.target_tokens)
           .add("skipped", static_cast<int64_t>(!r.applied));
       if (scaler_) line.add("loss_scale", r.loss_scale).add("overflow_steps", r.overflow_steps);
+      if (fp8)
+        line.add("fp8_scale_min", static_cast<double>(r.fp8.scale_min))
+            .add("fp8_scale_max", static_cast<double>(r.fp8.scale_max))
+            .add("fp8_amax_max", static_cast<double>(r.fp8.amax_max))
+            .add("fp8_underflow_frac", static_cast<double>(r.fp8.underflows) / fp8_values)
+            .add("fp8_saturated_frac", static_cast<double>(r.fp8.saturated) / fp8_values);
       metrics_->write(line);
     }
 

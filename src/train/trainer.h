@@ -9,6 +9,7 @@
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
 #include "model/gpt.h"
+#include "model/fp8_gemms.h"
 #include "optim/adamw.h"
 #include "precision/recipe.h"
 #include "train/metrics.h"
@@ -37,6 +38,8 @@ struct StepResult {
   double loss_scale = 0.0;
   bool overflow = false;
   int64_t overflow_steps = 0;
+  // precision.recipe fp8: the step's casts over all ranks (scales used, largest amax, counts); zero otherwise.
+  Fp8StepStats fp8;
 };
 
 enum class TrainStatus {

@@ -59,8 +59,9 @@ RunResult train_five_steps(const RecomputePolicy& policy, DType compute = DType:
   ModelConfig m = tiny_model(23, 5, 16, 2, 8);
   m.dropout = 0.2;
   const int B = 2, T = 8, K = 2;
-  GPT model(m, B, T, cpu_backend(), DType::F32, policy);
-  model.set_compute_dtype(compute);
+  PrecisionRecipe recipe;
+  recipe.recipe = compute == DType::BF16 ? RecipeKind::Bf16 : compute == DType::F16 ? RecipeKind::Fp16 : RecipeKind::Fp32;
+  GPT model(m, B, T, cpu_backend(), DType::F32, policy, recipe);
   model.init_weights(17);
   OptimConfig oc;
   AdamW optimizer(oc, model.parameter_layout(), cpu_backend());

@@ -42,7 +42,7 @@ TEST(PrecisionRecipe, Bf16LayersStayOutOfFp8) {
   }
   EXPECT_NO_THROW(r.validate(n));
   r.fp8.bf16_layers = {6};
-  EXPECT_NE(test::error_message([&] { r.validate(n); }).find("precision.fp8.bf16_layers[0]"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { r.validate(n); }).find("precision.fp8.bf16_layers"), std::string::npos);
   r.fp8.bf16_layers = {-7};
   EXPECT_THROW(r.validate(n), Error);
 }

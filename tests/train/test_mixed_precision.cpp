@@ -3,8 +3,7 @@
 #include "train/trainer.h"
 
 #include "config/config_loader.h"
-#include "data/shard.h"
-#include "test_util.h"
+#include "synthetic_run.h"
 
 #include <gtest/gtest.h>
 
@@ -13,26 +12,11 @@
 namespace gpt::test {
 namespace {
 
-// A run on a synthetic shard: a permutation of 13 tokens repeated, so every token determines the next.
+// The repeating-sequence run under `recipe`, 150 steps.
 Config repeating_run(const TempDir& dir, const std::string& recipe) {
-  const std::vector<uint16_t> pattern = {3, 9, 0, 14, 7, 1, 12, 5, 10, 2, 15, 6, 11};
-  std::vector<uint16_t> tokens(20000);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = pattern[i % pattern.size()];
-  write_shard(dir.file("train_000000.bin"), tokens);
-  Config c;
-  c.model = tiny_model(16, 2, 32, 2, 16);
-  c.data.train = dir.file("train_*.bin");
-  c.data.val = "";
-  c.train.batch_size = 8;
-  c.train.seq_len = 16;
+  Config c = synthetic_run(dir, permutation_pattern(), 20000, false);
   c.train.steps = 150;
-  c.train.eval_every = 0;
-  c.train.sample_every = 0;
-  c.train.sample_tokens = 0;
-  c.optim.lr = 1e-2;
-  c.optim.warmup_steps = 10;
   c.log.run_dir = dir.file("run_" + recipe);
-  c.log.every = 1000;
   c.precision.recipe = recipe;
   return c;
 }

@@ -1,8 +1,7 @@
 #include "train/trainer.h"
 
 #include "config/config_loader.h"
-#include "data/shard.h"
-#include "test_util.h"
+#include "synthetic_run.h"
 
 #include <gtest/gtest.h>
 
@@ -10,32 +9,6 @@
 
 namespace gpt::test {
 namespace {
-
-// A run on a synthetic shard: the token sequence `pattern` repeated to `length` tokens.
-Config synthetic_run(const TempDir& dir, const std::vector<uint16_t>& pattern, size_t length) {
-  std::vector<uint16_t> tokens(length);
-  for (size_t i = 0; i < length; ++i) tokens[i] = pattern[i % pattern.size()];
-  write_shard(dir.file("train_000000.bin"), tokens);
-  write_shard(dir.file("val_000000.bin"), std::vector<uint16_t>(tokens.begin(), tokens.begin() + length / 4));
-  Config c;
-  c.model = tiny_model(16, 2, 32, 2, 16);
-  c.data.train = dir.file("train_*.bin");
-  c.data.val = dir.file("val_*.bin");
-  c.train.batch_size = 8;
-  c.train.seq_len = 16;
-  c.train.steps = 10;
-  c.train.eval_every = 0;
-  c.train.eval_batches = 2;
-  c.train.sample_every = 0;
-  c.train.sample_tokens = 0;
-  c.optim.lr = 1e-2;
-  c.optim.warmup_steps = 10;
-  c.log.run_dir = dir.file("run");
-  c.log.every = 1000;
-  return c;
-}
-
-std::vector<uint16_t> permutation_pattern() { return {3, 9, 0, 14, 7, 1, 12, 5, 10, 2, 15, 6, 11}; }
 
 // End to end: on a sequence where every token determines the next, a tiny model drives the loss to
 // near zero within a few hundred steps.

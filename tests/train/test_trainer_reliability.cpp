@@ -7,7 +7,7 @@
 #include "data/shard.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
-#include "test_util.h"
+#include "synthetic_run.h"
 #include "train/resume.h"
 #include "train/stop_request.h"
 
@@ -21,24 +21,18 @@ namespace fs = std::filesystem;
 namespace gpt::test {
 namespace {
 
+// Dropout 0.1, B4, a checkpoint every step of 6, the default learning rate.
 Config small_run(const TempDir& dir) {
-  std::vector<uint16_t> tokens(20000);
-  const std::vector<uint16_t> pattern = {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10};
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = pattern[i % pattern.size()];
-  write_shard(dir.file("train_000000.bin"), tokens);
-  Config c;
+  Config c = synthetic_run(dir, {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10}, 20000, false);
   c.model = tiny_model(16, 2, 16, 2, 16);
   c.model.dropout = 0.1;
-  c.data.train = dir.file("train_*.bin");
-  c.data.val = "";
   c.train.batch_size = 4;
-  c.train.seq_len = 16;
   c.train.steps = 6;
-  c.train.sample_tokens = 0;
+  c.train.eval_every = TrainConfig{}.eval_every;
+  c.train.eval_batches = TrainConfig{}.eval_batches;
+  c.optim.lr = OptimConfig{}.lr;
   c.optim.warmup_steps = 2;
   c.checkpoint.every = 1;
-  c.log.run_dir = dir.file("run");
-  c.log.every = 1000;
   return c;
 }
 
