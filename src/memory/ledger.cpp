@@ -16,7 +16,7 @@ std::string MemoryLedger::table() const {
   std::string s;
   auto row = [&](const std::string& name, uint64_t bytes) { s += fmt::format("  {:<42} {:>12}\n", name, format_bytes(bytes)); };
   row("parameters", parameters);
-  if (compute_weights > 0) row("parameters: compute copy (bf16/f16, fp8 weights 1 byte)", compute_weights);
+  if (compute_weights > 0) row("parameters: compute copy (16/8-bit)", compute_weights);
   row("gradients", gradients);
   row("optimizer state (AdamW m, v)", optimizer);
   for (int u = 0; u < kActivationUses; ++u) row(std::string("activations: ") + activation_use_name(static_cast<ActivationUse>(u)), activation[u]);

@@ -164,6 +164,24 @@ TEST(ConfigErrors, UnknownKeyNamesKeyLineAndSuggestion) {
   EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
 }
 
+// A group of keys (precision.fp8.*) may be written nested or dotted; --set uses the dotted name.
+TEST(ConfigLoad, NestedGroupReadsAsDottedKeys) {
+  const Config nested = load_config_from_string(
+      "precision:\n  recipe: fp8\n  fp8:\n    backward: e5m2\n    amax_history: 16\n    bf16_layers: 1\n");
+  EXPECT_EQ(nested.precision.recipe, "fp8");
+  EXPECT_EQ(nested.precision.fp8_backward, "e5m2");
+  EXPECT_EQ(nested.precision.fp8_amax_history, 16);
+  EXPECT_EQ(nested.precision.fp8_bf16_layers, 1);
+  const Config dotted = load_config_from_string("precision:\n  fp8.scaling: current\n", {"precision.fp8.margin=2"});
+  EXPECT_EQ(dotted.precision.fp8_scaling, "current");
+  EXPECT_EQ(dotted.precision.fp8_margin, 2);
+  EXPECT_ERROR_HAS(load_error("precision:\n  fp8:\n    backwards: e5m2\n"), "config.yaml:3",
+                   "unknown key 'precision.fp8.backwards'", "did you mean 'precision.fp8.backward'?");
+  EXPECT_ERROR_HAS(load_error("precision:\n  fp8:\n    backward: e4m3\n"), "config.yaml:3", "precision.fp8.backward");
+  EXPECT_ERROR_HAS(load_error("precision:\n  fp8:\n    backward: e5m2\n  fp8.backward: bf16\n"), "config.yaml:4",
+                   "'precision.fp8.backward' appears twice");
+}
+
 TEST(ConfigErrors, UnknownSection) {
   EXPECT_ERROR_HAS(load_error("modle:\n  n_layer: 6\n"), "config.yaml:1", "unknown section 'modle'",
                    "did you mean 'model'?");

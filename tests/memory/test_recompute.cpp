@@ -53,14 +53,12 @@ struct RunResult {
 };
 
 // Five optimizer steps of two micro-batches each with dropout 0.2, recording the first step's
-// gradients, every step's loss and the activation bytes the first step wrote. compute: the mixed-precision
-// compute dtype the model emulates (F32, BF16, F16).
-RunResult train_five_steps(const RecomputePolicy& policy, DType compute = DType::F32) {
+// gradients, every step's loss and the activation bytes the first step wrote, under a mixed-precision
+// recipe the model emulates (FP8 scales updated after every step, as the trainer does).
+RunResult train_five_steps(const RecomputePolicy& policy, const PrecisionRecipe& recipe = {}) {
   ModelConfig m = tiny_model(23, 5, 16, 2, 8);
   m.dropout = 0.2;
   const int B = 2, T = 8, K = 2;
-  PrecisionRecipe recipe;
-  recipe.recipe = compute == DType::BF16 ? RecipeKind::Bf16 : compute == DType::F16 ? RecipeKind::Fp16 : RecipeKind::Fp32;
   GPT model(m, B, T, cpu_backend(), DType::F32, policy, recipe);
   model.init_weights(17);
   OptimConfig oc;
@@ -78,6 +76,10 @@ RunResult train_five_steps(const RecomputePolicy& policy, DType compute = DType:
       model.forward(tokens, targets, B, T, ctx, 1.0f / (K * B * T));
       loss += model.loss_sum();
       model.backward(ctx);
+    }
+    if (Fp8Gemms* fp8 = model.fp8()) {
+      Fp8StepStats stats;
+      fp8->update_scales(fp8->finish_step(stats));
     }
     model.gradient_norm_squared();
     if (step == 0) {
@@ -105,18 +107,45 @@ TEST(Recompute, EveryModeGivesBitwiseIdenticalGradientsAndLosses) {
   }
 }
 
-// Under the bf16 and fp16 recipes every recomputed activation is rounded like the stored one, so the
-// gradients stay bit for bit those of no recomputation under the same recipe (and differ from FP32's).
+// The low-precision recipes: bf16 (also with BF16 gradients), fp16, and fp8 with delayed scaling and
+// E5M2 gradients (first and last block in BF16) and with current scaling and BF16 gradients.
+std::vector<std::pair<std::string, PrecisionRecipe>> low_precision_recipes() {
+  std::vector<std::pair<std::string, PrecisionRecipe>> out;
+  PrecisionRecipe r;
+  r.recipe = RecipeKind::Bf16;
+  out.emplace_back("bf16", r);
+  r.grad_dtype = DType::BF16;
+  out.emplace_back("bf16, bf16 gradients", r);
+  r = {};
+  r.recipe = RecipeKind::Fp16;
+  out.emplace_back("fp16", r);
+  r = {};
+  r.recipe = RecipeKind::Fp8;
+  r.fp8.backward = Fp8Backward::E5M2;
+  r.fp8.scaling.amax_history = 3;
+  r.fp8.bf16_layers = {0, -1};
+  out.emplace_back("fp8 delayed e5m2", r);
+  r = {};
+  r.recipe = RecipeKind::Fp8;
+  r.fp8.backward = Fp8Backward::Bf16;
+  r.fp8.scaling.mode = Fp8ScalingMode::Current;
+  out.emplace_back("fp8 current bf16", r);
+  return out;
+}
+
+// Under every recipe each recomputed activation is rounded (or cast to FP8, with the step's scale) like
+// the stored one, so the gradients stay bit for bit those of no recomputation under the same recipe
+// (and differ from FP32's).
 TEST(Recompute, EveryModeUnderEachRecipeGivesBitwiseIdenticalGradients) {
   const int L = 5;
   const RunResult fp32 = train_five_steps(policy_from("none", {}, "1", "all", L));
-  for (DType compute : {DType::BF16, DType::F16}) {
-    SCOPED_TRACE(dtype_name(compute));
-    const RunResult reference = train_five_steps(policy_from("none", {}, "1", "all", L), compute);
+  for (const auto& [name, recipe] : low_precision_recipes()) {
+    SCOPED_TRACE(name);
+    const RunResult reference = train_five_steps(policy_from("none", {}, "1", "all", L), recipe);
     EXPECT_NE(reference.losses, fp32.losses);
     for (const RecomputePolicy& policy : all_policies(L)) {
       SCOPED_TRACE(policy.describe());
-      const RunResult r = train_five_steps(policy, compute);
+      const RunResult r = train_five_steps(policy, recipe);
       ASSERT_EQ(r.first_gradients.size(), reference.first_gradients.size());
       EXPECT_EQ(std::memcmp(r.first_gradients.data(), reference.first_gradients.data(), r.first_gradients.size()), 0);
       EXPECT_EQ(r.losses, reference.losses);

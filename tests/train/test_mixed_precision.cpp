@@ -33,14 +33,17 @@ void one_batch(const Config& c, std::vector<int32_t>& inputs, std::vector<int32_
   }
 }
 
-// Same steps, same data: bf16 and fp16 reach a loss within 0.05 of FP32's (which is below 0.1 here) and
-// stay finite (here all three end near 5e-4 after 150 steps).
-TEST(MixedPrecision, Bf16AndFp16ConvergeLikeFp32) {
+// Same steps, same data: bf16, fp16 and fp8 (delayed scaling with BF16 or E5M2 gradients, current
+// scaling) reach a loss within 0.05 of FP32's (which is below 0.1 here) and stay finite.
+TEST(MixedPrecision, EveryRecipeConvergesLikeFp32) {
   TempDir dir;
   std::map<std::string, double> last;
-  for (const std::string recipe : {"fp32", "bf16", "fp16"}) {
+  for (const std::string recipe : {"fp32", "bf16", "fp16", "fp8", "fp8-e5m2", "fp8-current"}) {
     SCOPED_TRACE(recipe);
     Config c = repeating_run(dir, recipe);
+    if (recipe.starts_with("fp8")) c.precision.recipe = "fp8";
+    if (recipe == "fp8-e5m2") c.precision.fp8_backward = "e5m2";
+    if (recipe == "fp8-current") c.precision.fp8_scaling = "current";
     Trainer trainer(c, config_to_yaml(c));
     const TrainSummary s = trainer.run();
     EXPECT_EQ(s.steps_done, c.train.steps);
@@ -51,6 +54,82 @@ TEST(MixedPrecision, Bf16AndFp16ConvergeLikeFp32) {
   EXPECT_LT(last["fp32"], 0.1);
   EXPECT_NEAR(last["bf16"], last["fp32"], 0.05);
   EXPECT_NEAR(last["fp16"], last["fp32"], 0.05);
+  for (const char* fp8 : {"fp8", "fp8-e5m2", "fp8-current"}) EXPECT_NEAR(last[fp8], last["fp32"], 0.05) << fp8;
+}
+
+// The FP8 casts are real and delayed scaling follows its amax: the first step casts with scale 1, the
+// second with 448 / amax of the first (every cast is E4M3 with BF16 gradients; history max of one
+// step), the margin divides the scale by 2^margin, and the loss differs from bf16's in the low digits.
+TEST(MixedPrecision, Fp8DelayedScalingFollowsTheAmax) {
+  TempDir dir;
+  std::vector<int32_t> inputs, targets;
+  for (int margin : {0, 2}) {
+    SCOPED_TRACE(margin);
+    Config c = repeating_run(dir, "fp8");
+    c.precision.fp8_margin = margin;
+    one_batch(c, inputs, targets);
+    Trainer trainer(c, config_to_yaml(c));
+    const StepResult first = trainer.train_step(inputs, targets);
+    EXPECT_EQ(first.fp8.scale_min, 1.0f);
+    EXPECT_EQ(first.fp8.scale_max, 1.0f);
+    // 2 blocks x 4 linear layers: each casts B*T inputs (x1, 4 or 3 wide) and its weight, once each.
+    const int64_t C = c.model.n_embd, N = static_cast<int64_t>(c.train.batch_size) * c.train.seq_len;
+    EXPECT_EQ(first.fp8.values, 2 * (N * C * (1 + 1 + 1 + 4) + 12 * C * C));
+    EXPECT_GT(first.fp8.amax_max, 0.0f);
+    const StepResult second = trainer.train_step(inputs, targets);
+    EXPECT_FLOAT_EQ(second.fp8.scale_min, std::ldexp(448.0f / first.fp8.amax_max, -margin));
+    EXPECT_GT(second.fp8.scale_max, second.fp8.scale_min);
+
+    Config cb = repeating_run(dir, "bf16");
+    Trainer bf16(cb, config_to_yaml(cb));
+    const StepResult rb = bf16.train_step(inputs, targets);
+    EXPECT_NE(first.loss, rb.loss);
+    EXPECT_NEAR(first.loss, rb.loss, 2e-2 * rb.loss);
+  }
+}
+
+// precision.grad_dtype bf16: every parameter gradient the step leaves is a BF16 value (its low 16 bits
+// zero), the step still trains, and it differs from FP32 gradients only by that rounding.
+TEST(MixedPrecision, Bf16GradientsAreRoundedToBf16) {
+  TempDir dir;
+  std::vector<int32_t> inputs, targets;
+  Config c = repeating_run(dir, "bf16");
+  c.train.grad_accum_steps = 2;
+  one_batch(c, inputs, targets);
+  Config c32 = c;
+  c32.log.run_dir = dir.file("run_f32_grads");
+  c.precision.grad_dtype = "bf16";
+  Trainer trainer(c, config_to_yaml(c)), reference(c32, config_to_yaml(c32));
+  const StepResult r = trainer.train_step(inputs, targets), r32 = reference.train_step(inputs, targets);
+  EXPECT_TRUE(r.applied);
+  Arena& grads = trainer.model().gradient_arena();
+  const auto* bits = static_cast<const uint32_t*>(grads.base());
+  size_t nonzero = 0, not_bf16 = 0;
+  for (size_t i = 0; i < grads.layout().total_bytes() / 4; ++i) {
+    nonzero += bits[i] != 0;
+    not_bf16 += (bits[i] & 0xffffu) != 0;
+  }
+  EXPECT_GT(nonzero, 1000u);
+  EXPECT_EQ(not_bf16, 0u);
+  EXPECT_EQ(r.loss, r32.loss);  // the forward is the same
+  EXPECT_NE(r.grad_norm, r32.grad_norm);
+  EXPECT_NEAR(r.grad_norm, r32.grad_norm, 1e-2 * r32.grad_norm);
+}
+
+// Current scaling takes each scale from the tensor's own amax, so nothing saturates.
+TEST(MixedPrecision, Fp8CurrentScalingNeverSaturates) {
+  TempDir dir;
+  std::vector<int32_t> inputs, targets;
+  Config c = repeating_run(dir, "fp8");
+  c.precision.fp8_scaling = "current";
+  c.precision.fp8_backward = "e5m2";
+  one_batch(c, inputs, targets);
+  Trainer trainer(c, config_to_yaml(c));
+  for (int i = 0; i < 5; ++i) {
+    const StepResult r = trainer.train_step(inputs, targets);
+    EXPECT_EQ(r.fp8.saturated, 0);
+    EXPECT_GT(r.fp8.scale_min, 1.0f);  // the values are far below E4M3's 448
+  }
 }
 
 // The rounding is real: a bf16 step's loss differs from FP32's in the low digits, not the leading ones.

@@ -1,0 +1,59 @@
+// What each precision recipe takes, by the ledger: the GPU's layout (16-bit activations and weight
+// copy; FP8 inputs and weights at 1 byte), against byte counts worked out by hand.
+#include "memory/ledger.h"
+#include "memory/planner.h"
+#include "model/parameters.h"
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+namespace gpt::test {
+namespace {
+
+Config ledger_config(const std::string& recipe) {
+  Config c;
+  c.model = tiny_model(64, 4, 64, 4, 32);
+  c.train.batch_size = 2;
+  c.train.seq_len = 32;
+  c.precision.recipe = recipe;
+  return c;
+}
+
+MemoryLedger ledger(const Config& c) { return ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), 2, true); }
+
+TEST(PrecisionLedger, Fp8InputsWeightsAndGradientBufferAreCountedAtOneByte) {
+  const Config bf16 = ledger_config("bf16");
+  Config fp8 = ledger_config("fp8");
+  fp8.precision.fp8_bf16_layers = 1;  // blocks 0 and 3 stay BF16: blocks 1 and 2 are FP8
+  const MemoryLedger b = ledger(bf16), f = ledger(fp8);
+  const uint64_t B = 2, T = 32, C = 64, fp8_blocks = 2;
+  const auto aligned = [](uint64_t bytes) { return ArenaLayout::aligned(bytes); };
+  // Per FP8 block, ln1, atty and ln2 ([B,T,C]) and fch_gelu ([B,T,4C]) drop from 2 bytes to 1.
+  const uint64_t saved_per_block = 3 * (aligned(2 * B * T * C) - aligned(B * T * C)) +
+                                   (aligned(2 * B * T * 4 * C) - aligned(B * T * 4 * C));
+  EXPECT_EQ(b.activation[static_cast<int>(ActivationUse::BlockStored)] -
+                f.activation[static_cast<int>(ActivationUse::BlockStored)],
+            fp8_blocks * saved_per_block);
+  EXPECT_EQ(b.activations() - f.activations(), fp8_blocks * saved_per_block);  // BF16 backward: no E5M2 buffer
+  EXPECT_EQ(b.compute_weights - f.compute_weights, fp8_blocks * 12 * C * C);
+  EXPECT_EQ(f.parameters, b.parameters);
+  EXPECT_EQ(f.gradients, b.gradients);
+
+  fp8.precision.fp8_backward = "e5m2";
+  EXPECT_EQ(ledger(fp8).activations() - f.activations(), aligned(B * T * 4 * C));  // fp8.output_grad, E5M2
+}
+
+TEST(PrecisionLedger, LowPrecisionGradientsHalveTheGradients) {
+  Config c = ledger_config("bf16");
+  const MemoryLedger f32 = ledger(c);
+  c.precision.grad_dtype = "bf16";
+  const MemoryLedger bf16 = ledger(c);
+  EXPECT_EQ(f32.gradients, ParameterLayout(c.model, DType::F32).arena_layout().total_bytes());
+  EXPECT_EQ(bf16.gradients, ParameterLayout(c.model, DType::BF16).arena_layout().total_bytes());
+  EXPECT_LT(bf16.gradients, f32.gradients * 51 / 100);
+  EXPECT_EQ(bf16.total() + (f32.gradients - bf16.gradients), f32.total());
+}
+
+}  // namespace
+}  // namespace gpt::test
