@@ -191,6 +191,27 @@ void CpuBackend::amax(const AmaxArgs& args) {
   store_amax(args.out, amax, nan != 0, args.accumulate);
 }
 
+// BF16 round trip of FP32 values, the mixed-precision recipes' most frequent op (every activation):
+// BF16 is FP32's top 16 bits, so round-to-nearest-even is one integer add on the bits,
+//   u + 0x7FFF + (bit 16 of u), then the low 16 bits cleared,
+// which carries into the exponent exactly as RNE rounds up to the next binade (and to inf past the
+// largest BF16); subnormals need no special case, the exponent field being FP32's. NaN would carry into
+// the sign, so it becomes the canonical NaN as Bf16Format::encode gives it. Branch-free, so it vectorises;
+// equal bit for bit to the scalar path (tested).
+namespace {
+
+void bf16_roundtrip_f32(const float* in, float* out, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = f32_bits(in[i]);
+    const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    const bool nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+    out[i] = f32_from_bits(nan ? static_cast<uint32_t>(Bf16Format::kCanonicalNaN) << 16 : rounded);
+  }
+}
+
+}  // namespace
+
 void CpuBackend::quantize_roundtrip(const QuantizeRoundtripArgs& args) {
   const Tensor& in = args.in;
   const Tensor& out = args.out;
@@ -202,6 +223,11 @@ void CpuBackend::quantize_roundtrip(const QuantizeRoundtripArgs& args) {
             dtype_name(in.dtype), dtype_name(out.dtype));
   check_scale(args.scale, "quantize_roundtrip");
   check_stats_outputs(args.amax, args.counts, "quantize_roundtrip");
+  if (args.format == DType::BF16 && in.dtype == DType::F32 && args.scale == 1.0f && args.amax.empty() &&
+      args.counts.empty()) {
+    bf16_roundtrip_f32(in.f32(), out.f32(), in.numel());
+    return;
+  }
   QuantStats stats;
   dispatch_float(in.dtype, [&]<class T>(T) {
     dispatch_format(args.format, [&]<class Fmt>(Fmt) {
