@@ -1,5 +1,7 @@
 #include "data/shard.h"
 
+#include "io/durable_file.h"
+
 #include <glob.h>
 
 #include <algorithm>
@@ -95,26 +97,7 @@ void write_shard(const std::string& path, std::span<const uint16_t> tokens) {
   header[1] = kShardVersion;
   header[2] = static_cast<int32_t>(tokens.size());
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    GPT_CHECK(out.is_open(), "cannot open {} for writing: {}", tmp, std::strerror(errno));
-    out.write(reinterpret_cast<const char*>(header.data()), kShardHeaderBytes);
-    out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size_bytes()));
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      GPT_FAIL("writing token shard {} failed (disk full?)", tmp);
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    GPT_FAIL("cannot rename {} to {}: {}", tmp, path, ec.message());
-  }
+  replace_file_durably(path, {std::as_bytes(std::span(header)), std::as_bytes(tokens)});
 }
 
 std::vector<std::string> expand_shard_glob(const std::string& pattern) {

@@ -44,22 +44,52 @@ std::string reason(int err) {
 
 }  // namespace
 
-FileDigest write_file_durably(const std::string& path, std::span<const std::byte> data) {
+namespace {
+
+// Creates or truncates path, writes the parts one after the other, fsyncs and closes it.
+FileDigest write_parts_durably(const std::string& path, std::span<const std::span<const std::byte>> parts) {
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   GPT_CHECK(fd.get() >= 0, "cannot create '{}': {}", path, reason(errno));
-  const auto* p = reinterpret_cast<const char*>(data.data());
-  size_t left = data.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd.get(), p, left);
-    if (n < 0 && errno == EINTR) continue;
-    GPT_CHECK(n > 0, "writing '{}' failed after {} of {} bytes: {}", path, data.size() - left, data.size(),
-              reason(n < 0 ? errno : ENOSPC));
-    p += n;
-    left -= static_cast<size_t>(n);
+  uint64_t total = 0;
+  for (const auto& part : parts) total += part.size();
+  FileDigest digest;
+  for (const auto& part : parts) {
+    const auto* p = reinterpret_cast<const char*>(part.data());
+    size_t left = part.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fd.get(), p, left);
+      if (n < 0 && errno == EINTR) continue;
+      GPT_CHECK(n > 0, "writing '{}' failed after {} of {} bytes: {}", path, digest.bytes + part.size() - left, total,
+                reason(n < 0 ? errno : ENOSPC));
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    digest.bytes += part.size();
+    digest.crc32c = crc32c(part.data(), part.size(), digest.crc32c);
   }
   GPT_CHECK(::fsync(fd.get()) == 0, "cannot flush '{}' to disk (fsync): {}", path, reason(errno));
   GPT_CHECK(fd.release_and_close() == 0, "closing '{}' failed: {}", path, reason(errno));
-  return FileDigest{data.size(), crc32c(data.data(), data.size())};
+  return digest;
+}
+
+}  // namespace
+
+FileDigest write_file_durably(const std::string& path, std::span<const std::byte> data) {
+  return write_parts_durably(path, std::span(&data, 1));
+}
+
+FileDigest replace_file_durably(const std::string& path, std::initializer_list<std::span<const std::byte>> parts) {
+  const std::string tmp = path + ".tmp";
+  try {
+    const FileDigest digest = write_parts_durably(tmp, std::span(parts.begin(), parts.size()));
+    GPT_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '{}' to '{}': {}", tmp, path, reason(errno));
+    const std::string::size_type slash = path.find_last_of('/');
+    fsync_directory(slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash));
+    return digest;
+  } catch (const Error&) {
+    ::unlink(tmp.c_str());  // an existing `path` was never touched
+    throw;
+  }
 }
 
 FileDigest write_file_durably(const std::string& path, std::string_view text) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 
@@ -18,6 +19,11 @@ struct FileDigest {
 // Creates or truncates path, writes data, fsyncs and closes it; returns its size and CRC-32C.
 FileDigest write_file_durably(const std::string& path, std::span<const std::byte> data);
 FileDigest write_file_durably(const std::string& path, std::string_view text);
+
+// Writes the parts, concatenated, to path as one atomic replacement: into path + ".tmp", fsynced, renamed
+// over path, the directory fsynced. On any failure the temporary is removed and an existing path is left
+// as it was, so a reader sees the old file or the whole new one, never a torn one.
+FileDigest replace_file_durably(const std::string& path, std::initializer_list<std::span<const std::byte>> parts);
 
 // Reads the whole file for its size and CRC-32C. sync additionally fsyncs it, for files another
 // writer produced (the llm.c model file).

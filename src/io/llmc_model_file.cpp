@@ -1,5 +1,7 @@
 #include "io/llmc_model_file.h"
 
+#include "io/durable_file.h"
+
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -130,26 +132,7 @@ void write_llmc_model(const std::string& path, const LlmcModelHeader& header, st
   raw[6] = header.channels;
   raw[7] = header.padded_vocab_size;
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    GPT_CHECK(out.is_open(), "cannot open {} for writing: {}", tmp, std::strerror(errno));
-    out.write(reinterpret_cast<const char*>(raw.data()), kLlmcHeaderBytes);
-    out.write(reinterpret_cast<const char*>(params.data()), static_cast<std::streamsize>(params.size_bytes()));
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      GPT_FAIL("writing model file {} failed (disk full?)", tmp);
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    GPT_FAIL("cannot rename {} to {}: {}", tmp, path, ec.message());
-  }
+  replace_file_durably(path, {std::as_bytes(std::span(raw)), std::as_bytes(params)});
 }
 
 }  // namespace gpt
