@@ -11,6 +11,36 @@
 
 namespace gpt {
 
+// Every compute op of the interface, once: X(method, argument struct, ProfiledOp enumerator, OpCategory
+// the benchmark reports it under). The interface, the backends' declarations and the profiling wrapper
+// are generated from this list, so an op is added in one place (plus its implementations).
+#define GPT_BACKEND_OPS(X) \
+  X(fill, FillArgs, Fill, Other) \
+  X(copy, CopyArgs, Copy, Other) \
+  X(matmul, MatmulArgs, Matmul, Matmul) \
+  X(bias_backward, BiasBackwardArgs, BiasBackward, Other) \
+  X(layernorm_forward, LayerNormForwardArgs, LayerNormForward, LayerNorm) \
+  X(layernorm_backward, LayerNormBackwardArgs, LayerNormBackward, LayerNorm) \
+  X(attention_forward, AttentionForwardArgs, AttentionForward, Attention) \
+  X(attention_backward, AttentionBackwardArgs, AttentionBackward, Attention) \
+  X(softmax_forward, SoftmaxForwardArgs, SoftmaxForward, Softmax) \
+  X(softmax_backward, SoftmaxBackwardArgs, SoftmaxBackward, Softmax) \
+  X(gelu_forward, GeluForwardArgs, GeluForward, Gelu) \
+  X(gelu_backward, GeluBackwardArgs, GeluBackward, Gelu) \
+  X(residual_forward, ResidualForwardArgs, ResidualForward, Residual) \
+  X(residual_backward, ResidualBackwardArgs, ResidualBackward, Residual) \
+  X(embedding_forward, EmbeddingForwardArgs, EmbeddingForward, Embedding) \
+  X(embedding_backward, EmbeddingBackwardArgs, EmbeddingBackward, Embedding) \
+  X(cross_entropy, CrossEntropyArgs, CrossEntropy, Softmax) \
+  X(adamw_update, AdamWArgs, AdamWUpdate, Optimizer) \
+  X(sum_of_squares, SumOfSquaresArgs, SumOfSquares, Optimizer) \
+  X(cast, CastArgs, Cast, Other) \
+  X(amax, AmaxArgs, Amax, Other) \
+  X(quantize_roundtrip, QuantizeRoundtripArgs, QuantizeRoundtrip, Other)
+
+// In a backend's class: the override of every op.
+#define GPT_OVERRIDE_BACKEND_OP(method, Args, op, category) void method(const Args& args) override;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -28,29 +58,11 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void synchronize() = 0;
 
-  virtual void fill(const FillArgs& args) = 0;
-  virtual void copy(const CopyArgs& args) = 0;
-  virtual void matmul(const MatmulArgs& args) = 0;
-  virtual void bias_backward(const BiasBackwardArgs& args) = 0;
-  virtual void layernorm_forward(const LayerNormForwardArgs& args) = 0;
-  virtual void layernorm_backward(const LayerNormBackwardArgs& args) = 0;
-  virtual void attention_forward(const AttentionForwardArgs& args) = 0;
-  virtual void attention_backward(const AttentionBackwardArgs& args) = 0;
-  virtual void softmax_forward(const SoftmaxForwardArgs& args) = 0;
-  virtual void softmax_backward(const SoftmaxBackwardArgs& args) = 0;
-  virtual void gelu_forward(const GeluForwardArgs& args) = 0;
-  virtual void gelu_backward(const GeluBackwardArgs& args) = 0;
-  virtual void residual_forward(const ResidualForwardArgs& args) = 0;
-  virtual void residual_backward(const ResidualBackwardArgs& args) = 0;
-  virtual void embedding_forward(const EmbeddingForwardArgs& args) = 0;
-  virtual void embedding_backward(const EmbeddingBackwardArgs& args) = 0;
-  virtual void cross_entropy(const CrossEntropyArgs& args) = 0;
-  virtual void adamw_update(const AdamWArgs& args) = 0;
-  virtual void sum_of_squares(const SumOfSquaresArgs& args) = 0;
-  // Mixed precision: conversion and FP8 quantisation (src/cpu/cast.cpp).
-  virtual void cast(const CastArgs& args) = 0;
-  virtual void amax(const AmaxArgs& args) = 0;
-  virtual void quantize_roundtrip(const QuantizeRoundtripArgs& args) = 0;
+  // The ops (GPT_BACKEND_OPS): one virtual per argument struct of op_args.h; the mixed-precision
+  // conversions cast, amax and quantize_roundtrip are in src/cpu/cast.cpp on the CPU.
+#define GPT_DECLARE_BACKEND_OP(method, Args, op, category) virtual void method(const Args& args) = 0;
+  GPT_BACKEND_OPS(GPT_DECLARE_BACKEND_OP)
+#undef GPT_DECLARE_BACKEND_OP
 };
 
 enum class BackendKind { Auto, Cpu, Cuda };

@@ -14,28 +14,9 @@ struct OpInfo {
 
 // Indexed by ProfiledOp.
 constexpr std::array<OpInfo, kNumProfiledOps> kOps = {{
-    {"fill", OpCategory::Other},
-    {"copy", OpCategory::Other},
-    {"matmul", OpCategory::Matmul},
-    {"bias_backward", OpCategory::Other},
-    {"layernorm_forward", OpCategory::LayerNorm},
-    {"layernorm_backward", OpCategory::LayerNorm},
-    {"attention_forward", OpCategory::Attention},
-    {"attention_backward", OpCategory::Attention},
-    {"softmax_forward", OpCategory::Softmax},
-    {"softmax_backward", OpCategory::Softmax},
-    {"gelu_forward", OpCategory::Gelu},
-    {"gelu_backward", OpCategory::Gelu},
-    {"residual_forward", OpCategory::Residual},
-    {"residual_backward", OpCategory::Residual},
-    {"embedding_forward", OpCategory::Embedding},
-    {"embedding_backward", OpCategory::Embedding},
-    {"cross_entropy", OpCategory::Softmax},
-    {"adamw_update", OpCategory::Optimizer},
-    {"sum_of_squares", OpCategory::Optimizer},
-    {"cast", OpCategory::Other},
-    {"amax", OpCategory::Other},
-    {"quantize_roundtrip", OpCategory::Other},
+#define GPT_PROFILED_OP_INFO(method, Args, op, category) {#method, OpCategory::category},
+    GPT_BACKEND_OPS(GPT_PROFILED_OP_INFO)
+#undef GPT_PROFILED_OP_INFO
     {"copy_to_device", OpCategory::Other},
     {"copy_to_host", OpCategory::Other},
 }};
@@ -125,11 +106,16 @@ void ProfilingBackend::copy_to_host(void* host_dst, const void* src, size_t byte
   timed(ProfiledOp::CopyToHost, [&] { inner_.copy_to_host(host_dst, src, bytes); });
 }
 
-void ProfilingBackend::fill(const FillArgs& args) { timed(ProfiledOp::Fill, [&] { inner_.fill(args); }); }
-void ProfilingBackend::copy(const CopyArgs& args) { timed(ProfiledOp::Copy, [&] { inner_.copy(args); }); }
+// Every op: timed, and a matmul's shape tallied.
+#define GPT_PROFILE_BACKEND_OP(method, Args, op, category)                       \
+  void ProfilingBackend::method(const Args& args) {                              \
+    const double seconds = timed(ProfiledOp::op, [&] { inner_.method(args); });  \
+    record_shape(args, seconds);                                                 \
+  }
+GPT_BACKEND_OPS(GPT_PROFILE_BACKEND_OP)
+#undef GPT_PROFILE_BACKEND_OP
 
-void ProfilingBackend::matmul(const MatmulArgs& args) {
-  const double seconds = timed(ProfiledOp::Matmul, [&] { inner_.matmul(args); });
+void ProfilingBackend::record_shape(const MatmulArgs& args, double seconds) {
   if (!enabled_) return;
   int64_t a_rows, a_cols, b_rows, b_cols;
   matrix_dims(args.a, a_rows, a_cols);
@@ -150,60 +136,6 @@ void ProfilingBackend::matmul(const MatmulArgs& args) {
   key.calls = 1;
   key.seconds = seconds;
   shapes_.push_back(key);
-}
-
-void ProfilingBackend::bias_backward(const BiasBackwardArgs& args) {
-  timed(ProfiledOp::BiasBackward, [&] { inner_.bias_backward(args); });
-}
-void ProfilingBackend::layernorm_forward(const LayerNormForwardArgs& args) {
-  timed(ProfiledOp::LayerNormForward, [&] { inner_.layernorm_forward(args); });
-}
-void ProfilingBackend::layernorm_backward(const LayerNormBackwardArgs& args) {
-  timed(ProfiledOp::LayerNormBackward, [&] { inner_.layernorm_backward(args); });
-}
-void ProfilingBackend::attention_forward(const AttentionForwardArgs& args) {
-  timed(ProfiledOp::AttentionForward, [&] { inner_.attention_forward(args); });
-}
-void ProfilingBackend::attention_backward(const AttentionBackwardArgs& args) {
-  timed(ProfiledOp::AttentionBackward, [&] { inner_.attention_backward(args); });
-}
-void ProfilingBackend::softmax_forward(const SoftmaxForwardArgs& args) {
-  timed(ProfiledOp::SoftmaxForward, [&] { inner_.softmax_forward(args); });
-}
-void ProfilingBackend::softmax_backward(const SoftmaxBackwardArgs& args) {
-  timed(ProfiledOp::SoftmaxBackward, [&] { inner_.softmax_backward(args); });
-}
-void ProfilingBackend::gelu_forward(const GeluForwardArgs& args) {
-  timed(ProfiledOp::GeluForward, [&] { inner_.gelu_forward(args); });
-}
-void ProfilingBackend::gelu_backward(const GeluBackwardArgs& args) {
-  timed(ProfiledOp::GeluBackward, [&] { inner_.gelu_backward(args); });
-}
-void ProfilingBackend::residual_forward(const ResidualForwardArgs& args) {
-  timed(ProfiledOp::ResidualForward, [&] { inner_.residual_forward(args); });
-}
-void ProfilingBackend::residual_backward(const ResidualBackwardArgs& args) {
-  timed(ProfiledOp::ResidualBackward, [&] { inner_.residual_backward(args); });
-}
-void ProfilingBackend::embedding_forward(const EmbeddingForwardArgs& args) {
-  timed(ProfiledOp::EmbeddingForward, [&] { inner_.embedding_forward(args); });
-}
-void ProfilingBackend::embedding_backward(const EmbeddingBackwardArgs& args) {
-  timed(ProfiledOp::EmbeddingBackward, [&] { inner_.embedding_backward(args); });
-}
-void ProfilingBackend::cross_entropy(const CrossEntropyArgs& args) {
-  timed(ProfiledOp::CrossEntropy, [&] { inner_.cross_entropy(args); });
-}
-void ProfilingBackend::adamw_update(const AdamWArgs& args) {
-  timed(ProfiledOp::AdamWUpdate, [&] { inner_.adamw_update(args); });
-}
-void ProfilingBackend::sum_of_squares(const SumOfSquaresArgs& args) {
-  timed(ProfiledOp::SumOfSquares, [&] { inner_.sum_of_squares(args); });
-}
-void ProfilingBackend::cast(const CastArgs& args) { timed(ProfiledOp::Cast, [&] { inner_.cast(args); }); }
-void ProfilingBackend::amax(const AmaxArgs& args) { timed(ProfiledOp::Amax, [&] { inner_.amax(args); }); }
-void ProfilingBackend::quantize_roundtrip(const QuantizeRoundtripArgs& args) {
-  timed(ProfiledOp::QuantizeRoundtrip, [&] { inner_.quantize_roundtrip(args); });
 }
 
 }  // namespace gpt

@@ -29,12 +29,14 @@ const char* op_category_name(OpCategory category);
 
 // Every timed call of the Backend interface.
 enum class ProfiledOp {
-  Fill, Copy, Matmul, BiasBackward, LayerNormForward, LayerNormBackward, AttentionForward, AttentionBackward,
-  SoftmaxForward, SoftmaxBackward, GeluForward, GeluBackward, ResidualForward, ResidualBackward,
-  EmbeddingForward, EmbeddingBackward, CrossEntropy, AdamWUpdate, SumOfSquares, Cast, Amax, QuantizeRoundtrip,
-  CopyToDevice, CopyToHost,
+#define GPT_PROFILED_OP(method, Args, op, category) op,
+  GPT_BACKEND_OPS(GPT_PROFILED_OP)
+#undef GPT_PROFILED_OP
+  CopyToDevice,
+  CopyToHost,
+  Count
 };
-inline constexpr int kNumProfiledOps = 24;
+inline constexpr int kNumProfiledOps = static_cast<int>(ProfiledOp::Count);
 const char* profiled_op_name(ProfiledOp op);  // the Backend method's name, e.g. "layernorm_forward"
 OpCategory profiled_op_category(ProfiledOp op);
 
@@ -84,32 +86,15 @@ class ProfilingBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void synchronize() override { inner_.synchronize(); }
 
-  void fill(const FillArgs& args) override;
-  void copy(const CopyArgs& args) override;
-  void matmul(const MatmulArgs& args) override;
-  void bias_backward(const BiasBackwardArgs& args) override;
-  void layernorm_forward(const LayerNormForwardArgs& args) override;
-  void layernorm_backward(const LayerNormBackwardArgs& args) override;
-  void attention_forward(const AttentionForwardArgs& args) override;
-  void attention_backward(const AttentionBackwardArgs& args) override;
-  void softmax_forward(const SoftmaxForwardArgs& args) override;
-  void softmax_backward(const SoftmaxBackwardArgs& args) override;
-  void gelu_forward(const GeluForwardArgs& args) override;
-  void gelu_backward(const GeluBackwardArgs& args) override;
-  void residual_forward(const ResidualForwardArgs& args) override;
-  void residual_backward(const ResidualBackwardArgs& args) override;
-  void embedding_forward(const EmbeddingForwardArgs& args) override;
-  void embedding_backward(const EmbeddingBackwardArgs& args) override;
-  void cross_entropy(const CrossEntropyArgs& args) override;
-  void adamw_update(const AdamWArgs& args) override;
-  void sum_of_squares(const SumOfSquaresArgs& args) override;
-  void cast(const CastArgs& args) override;
-  void amax(const AmaxArgs& args) override;
-  void quantize_roundtrip(const QuantizeRoundtripArgs& args) override;
+  GPT_BACKEND_OPS(GPT_OVERRIDE_BACKEND_OP)
 
  private:
   using Clock = std::chrono::steady_clock;
 
+  // The shape tally of a matmul that took `seconds`; other ops have none.
+  void record_shape(const MatmulArgs& args, double seconds);
+  template <class Args>
+  void record_shape(const Args&, double) {}
   // Runs f between two synchronize() calls and charges the time to op; returns the seconds.
   template <class F>
   double timed(ProfiledOp op, F&& f);

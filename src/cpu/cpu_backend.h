@@ -21,28 +21,7 @@ class CpuBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void synchronize() override {}
 
-  void fill(const FillArgs& args) override;
-  void copy(const CopyArgs& args) override;
-  void matmul(const MatmulArgs& args) override;
-  void bias_backward(const BiasBackwardArgs& args) override;
-  void layernorm_forward(const LayerNormForwardArgs& args) override;
-  void layernorm_backward(const LayerNormBackwardArgs& args) override;
-  void attention_forward(const AttentionForwardArgs& args) override;
-  void attention_backward(const AttentionBackwardArgs& args) override;
-  void softmax_forward(const SoftmaxForwardArgs& args) override;
-  void softmax_backward(const SoftmaxBackwardArgs& args) override;
-  void gelu_forward(const GeluForwardArgs& args) override;
-  void gelu_backward(const GeluBackwardArgs& args) override;
-  void residual_forward(const ResidualForwardArgs& args) override;
-  void residual_backward(const ResidualBackwardArgs& args) override;
-  void embedding_forward(const EmbeddingForwardArgs& args) override;
-  void embedding_backward(const EmbeddingBackwardArgs& args) override;
-  void cross_entropy(const CrossEntropyArgs& args) override;
-  void adamw_update(const AdamWArgs& args) override;
-  void sum_of_squares(const SumOfSquaresArgs& args) override;
-  void cast(const CastArgs& args) override;
-  void amax(const AmaxArgs& args) override;
-  void quantize_roundtrip(const QuantizeRoundtripArgs& args) override;
+  GPT_BACKEND_OPS(GPT_OVERRIDE_BACKEND_OP)
 
  private:
   int threads_;
