@@ -3,12 +3,13 @@
 # working copy of its seed corpus (build-san/fuzz-corpus/<target>; new inputs collect there, not in the
 # source tree). A crash, leak, UB report or timeout fails the script and leaves the input in
 # build-san/fuzz-artifacts/<target>/: add it to tests/fuzz/<target>/ (gpt_tests then replays it in every
-# build) and fix the bug. Builds build-san first (scripts/sanitize.sh --build-only).
+# build) and fix the bug. Builds the fuzz targets in build-san first (scripts/sanitize.sh --build-only).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build="$root/build-san"
+build="${GPT_SANITIZE_BUILD_DIR:-$root/build-san}"
 seconds="${GPT_FUZZ_SECONDS:-20}"
-"$root/scripts/sanitize.sh" --build-only
+targets=(config_loader token_shard checkpoint byte_tokenizer)
+GPT_SANITIZE_TARGETS="${targets[*]/#/fuzz_}" "$root/scripts/sanitize.sh" --build-only
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
@@ -27,7 +28,6 @@ run_one() {
   fi
 }
 
-targets=(config_loader token_shard checkpoint byte_tokenizer)
 failed=0
 for ((i = 0; i < ${#targets[@]}; i += 2)); do
   pids=()
