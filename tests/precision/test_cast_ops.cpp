@@ -292,5 +292,45 @@ TEST(QuantizeRoundtrip, Bf16FastPathEqualsTheScalarConversion) {
     else ASSERT_EQ(f32_bits(out[i]), f32_bits(want)) << "input bits " << std::hex << f32_bits(in[i]);
   }
 }
+
+// Every halfway point between neighbouring codes of each format (where round-to-nearest-even decides),
+// one FP32 ulp either side of it, and the codes themselves, both signs, scaled by 3 and unscaled: the
+// FP32 round trip (whose normal-range fast path rounds by integer arithmetic) equals the scalar
+// conversion bit for bit.
+template <class Fmt>
+void expect_ties_round_like_the_scalar_path() {
+  std::vector<float> in;
+  for (uint32_t c = 0; c < Fmt::kMaxCode; ++c) {
+    const float a = Fmt::decode(static_cast<typename Fmt::Storage>(c));
+    const float b = Fmt::decode(static_cast<typename Fmt::Storage>(c + 1));
+    const float mid = a + (b - a) / 2;  // exact: the formats have far fewer mantissa bits than FP32
+    for (float x : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, b), b}) {
+      in.push_back(x);
+      in.push_back(-x);
+    }
+  }
+  for (float scale : {1.0f, 3.0f}) {
+    std::vector<float> source(in.size()), out(in.size());
+    for (size_t i = 0; i < in.size(); ++i) source[i] = in[i] / scale;
+    QuantizeRoundtripArgs q;
+    q.in = Tensor(source.data(), {static_cast<int64_t>(source.size())});
+    q.out = Tensor(out.data(), {static_cast<int64_t>(out.size())});
+    q.format = dtype_of<Fmt>();
+    q.scale = scale;
+    cpu_backend().quantize_roundtrip(q);
+    for (size_t i = 0; i < in.size(); ++i) {
+      const auto code = Fmt::encode(source[i] * scale, true);
+      const float want = Fmt::decode(code) * (1.0f / scale);
+      ASSERT_EQ(f32_bits(out[i]), f32_bits(want)) << "scale " << scale << " input bits " << std::hex << f32_bits(in[i]);
+    }
+  }
+}
+
+TEST(QuantizeRoundtrip, TiesRoundLikeTheScalarConversion) {
+  expect_ties_round_like_the_scalar_path<Bf16Format>();
+  expect_ties_round_like_the_scalar_path<F16Format>();
+  expect_ties_round_like_the_scalar_path<E4m3Format>();
+  expect_ties_round_like_the_scalar_path<E5m2Format>();
+}
 }  // namespace
 }  // namespace gpt
