@@ -50,6 +50,10 @@ class Backend {
   // Whether attention_forward materialises the [B,NH,T,T] probabilities for backward. A fused
   // (flash-style) attention keeps only O(T) statistics, and the memory planner must not count scores.
   virtual bool attention_keeps_probs() const { return true; }
+  // Whether the bf16/fp16/fp8 recipes' activations and weight copies take their narrow size here (a GPU)
+  // or FP32 storage rounded to the format (the CPU's emulation, where a lower precision saves nothing):
+  // the memory planner lowers the precision to fit a budget only where it saves memory.
+  virtual bool stores_low_precision() const { return false; }
 
   // Memory: the arenas are the only callers of allocate/deallocate.
   virtual void* allocate(size_t bytes) = 0;

@@ -166,7 +166,7 @@ struct MemoryConfig {
 
   template <class V>
   void visit(V& v) {
-    v.field("budget", budget, "Memory budget such as 8GiB or 512MiB: choose the micro-batch, accumulation steps and recompute mode that fit, keeping the global batch train.batch_size x train.grad_accum_steps (empty: use the config as given).");
+    v.field("budget", budget, "Memory budget such as 8GiB or 512MiB: choose the precision (bf16 for fp32, on backends that store it natively), micro-batch, accumulation steps and recompute mode that fit, keeping the global batch train.batch_size x train.grad_accum_steps (empty: use the config as given).");
   }
 };
 

@@ -60,7 +60,7 @@ std::vector<RecomputePolicy> standard_policies(int n_layer) {
   return out;
 }
 
-MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, bool keeps_probs) {
+MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, bool keeps_probs, bool may_lower_precision) {
   const int L = config.model.n_layer;
   const int sequences = config.train.batch_size * config.train.grad_accum_steps;
   std::vector<RecomputePolicy> order;
@@ -77,34 +77,46 @@ MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, bool keep
     full.layers = L;
     order.push_back(full);
   }
+  // Lowering the precision changes the numerics least of the levers (bf16 keeps FP32's range and needs no
+  // loss scaling), so it is tried first at each micro-batch size; the configured recipe still wins a tie.
+  std::vector<std::string> recipes = {config.precision.recipe};
+  if (may_lower_precision && config.precision.recipe == "fp32") recipes.push_back("bf16");
   MemoryChoice smallest;
   bool have_smallest = false;
   for (const RecomputePolicy& policy : order) {
     for (int b = sequences; b >= 1; --b) {
       if (sequences % b != 0) continue;
-      MemoryLedger ledger = ledger_for(config, policy, b, keeps_probs);
-      if (ledger.total() <= budget) {
-        MemoryChoice c{b, sequences / b, policy, ledger, ""};
-        c.reason = fmt::format(
-            "memory.budget {}: micro-batch {} x {} accumulated {} times with recompute {} needs {}; "
-            "{}",
-            format_bytes(budget), b, config.train.seq_len, c.grad_accum_steps, policy.describe(),
-            format_bytes(ledger.total()),
-            policy.mode == RecomputeMode::None
-                ? (b == sequences ? "the configured batch fits as it is" : "a smaller micro-batch with more accumulation fits without recomputation")
-                : "no micro-batch fits without recomputing, so the cheapest recomputation that fits was chosen");
-        return c;
-      }
-      if (!have_smallest || ledger.total() < smallest.ledger.total()) {
-        smallest = MemoryChoice{b, sequences / b, policy, ledger, ""};
-        have_smallest = true;
+      for (const std::string& recipe : recipes) {
+        Config candidate = config;
+        candidate.precision.recipe = recipe;
+        MemoryLedger ledger = ledger_for(candidate, policy, b, keeps_probs);
+        if (ledger.total() <= budget) {
+          MemoryChoice c{b, sequences / b, policy, recipe, ledger, ""};
+          const std::string why =
+              policy.mode != RecomputeMode::None
+                  ? "no micro-batch fits without recomputing, so the cheapest recomputation that fits was chosen"
+              : b < sequences ? "a smaller micro-batch with more accumulation fits without recomputation"
+              : recipe != config.precision.recipe
+                  ? fmt::format("the configured batch fits in {} but not in {}", recipe, config.precision.recipe)
+                  : "the configured batch fits as it is";
+          c.reason = fmt::format("memory.budget {}: micro-batch {} x {} accumulated {} times, precision {}, recompute {} "
+                                 "needs {}; {}",
+                                 format_bytes(budget), b, config.train.seq_len, c.grad_accum_steps, recipe,
+                                 policy.describe(), format_bytes(ledger.total()), why);
+          return c;
+        }
+        if (!have_smallest || ledger.total() < smallest.ledger.total()) {
+          smallest = MemoryChoice{b, sequences / b, policy, recipe, ledger, ""};
+          have_smallest = true;
+        }
       }
     }
   }
   GPT_FAIL("memory.budget: {} is below the smallest plan for this model and global batch, which needs {} "
-           "(micro-batch {} accumulated {} times, recompute {}); raise memory.budget to at least {} or shrink the model",
+           "(micro-batch {} accumulated {} times, precision {}, recompute {}); raise memory.budget to at least {} or "
+           "shrink the model",
            format_bytes(budget), format_bytes(smallest.ledger.total()), smallest.batch_size, smallest.grad_accum_steps,
-           smallest.policy.describe(), format_bytes(smallest.ledger.total()));
+           smallest.recipe, smallest.policy.describe(), format_bytes(smallest.ledger.total()));
 }
 
 }  // namespace gpt

@@ -1,7 +1,7 @@
-// Fitting a run into a memory budget (memory.budget): keep the global batch, and choose in this order
-// (precision recipes will come first once they exist): accumulation with the largest micro-batch that
-// fits and no recomputation; then selective recomputation; then full recomputation with the smallest
-// segment length k that fits.
+// Fitting a run into a memory budget (memory.budget): keep the global batch, and choose in this order:
+// a lower precision (bf16 for an fp32 run, on a backend that stores narrow formats at their size); then
+// accumulation with the largest micro-batch that fits and no recomputation; then selective
+// recomputation; then full recomputation with the smallest segment length k that fits.
 #pragma once
 
 #include "config/config.h"
@@ -16,6 +16,7 @@ struct MemoryChoice {
   int batch_size = 1;
   int grad_accum_steps = 1;
   RecomputePolicy policy;
+  std::string recipe;  // precision.recipe: the configured one, or bf16 when lowering it was needed
   MemoryLedger ledger;
   std::string reason;
 };
@@ -24,7 +25,8 @@ struct MemoryChoice {
 MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int batch_size, bool keeps_probs);
 
 // Throws gpt::Error naming the smallest budget that would work when nothing fits.
-MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, bool keeps_probs);
+// may_lower_precision: Backend::stores_low_precision().
+MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, bool keeps_probs, bool may_lower_precision);
 
 // The policies the plan table compares: none, selective per op and all, full every 1 and every auto.
 std::vector<RecomputePolicy> standard_policies(int n_layer);

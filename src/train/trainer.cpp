@@ -96,8 +96,10 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   if (!config_.memory.budget.empty()) {
     const auto budget = parse_byte_size(config_.memory.budget);
     GPT_CHECK(budget.has_value(), "memory.budget: '{}' is not a size; write e.g. 8GiB or 512MiB", config_.memory.budget);
-    const MemoryChoice choice = choose_memory_plan(config_, *budget, backend_->attention_keeps_probs());
+    const MemoryChoice choice = choose_memory_plan(config_, *budget, backend_->attention_keeps_probs(),
+                                                   backend_->stores_low_precision());
     spdlog::info("{}", choice.reason);
+    config_.precision.recipe = choice.recipe;
     config_.train.batch_size = choice.batch_size;
     config_.train.grad_accum_steps = choice.grad_accum_steps;
     config_.recompute = recompute_config(choice.policy, config_.model.n_layer);

@@ -251,32 +251,66 @@ TEST(MemoryPlanner, PicksAPlanThatFitsInTheDocumentedOrder) {
 
   // The whole global batch of 16 sequences in one micro-batch when it fits; else the largest that does.
   const uint64_t one_batch = ledger_for(c, resolve_recompute(c.recompute, 8), 16, true).total();
-  MemoryChoice roomy = choose_memory_plan(c, one_batch, true);
+  MemoryChoice roomy = choose_memory_plan(c, one_batch, true, false);
   EXPECT_EQ(roomy.batch_size, 16);
   EXPECT_EQ(roomy.grad_accum_steps, 1);
-  MemoryChoice given = choose_memory_plan(c, as_given, true);
+  MemoryChoice given = choose_memory_plan(c, as_given, true, false);
   EXPECT_EQ(given.batch_size, 8);
   EXPECT_EQ(given.grad_accum_steps, 2);
   EXPECT_EQ(given.policy.mode, RecomputeMode::None);
 
   const uint64_t smallest_none = ledger_for(c, resolve_recompute(c.recompute, 8), 1, true).total();
-  MemoryChoice accumulate = choose_memory_plan(c, smallest_none, true);
+  MemoryChoice accumulate = choose_memory_plan(c, smallest_none, true, false);
   EXPECT_EQ(accumulate.policy.mode, RecomputeMode::None);
   EXPECT_EQ(accumulate.batch_size, 1);
   EXPECT_EQ(accumulate.grad_accum_steps, 16);
 
-  MemoryChoice recompute = choose_memory_plan(c, smallest_none - 1, true);
+  MemoryChoice recompute = choose_memory_plan(c, smallest_none - 1, true, false);
   EXPECT_NE(recompute.policy.mode, RecomputeMode::None);
   EXPECT_LE(recompute.ledger.total(), smallest_none - 1);
   EXPECT_EQ(recompute.batch_size * recompute.grad_accum_steps, 16);
 
   try {
-    choose_memory_plan(c, 1 << 20, true);
+    choose_memory_plan(c, 1 << 20, true, false);
     ADD_FAILURE() << "a 1 MiB budget cannot fit";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("raise memory.budget to at least"), std::string::npos) << e.what();
   }
 }
 
+
+// Where narrow formats take their own size (a GPU), an fp32 run whose batch does not fit is first moved
+// to bf16 before any accumulation or recomputation; where they do not (the CPU's emulation), precision is
+// left alone and accumulation is chosen instead. A recipe other than fp32 is never changed.
+TEST(MemoryPlanner, LowersThePrecisionFirstWhereThatSavesMemory) {
+  Config c;
+  c.model = tiny_model(256, 8, 64, 4, 512);
+  c.train.batch_size = 8;
+  c.train.seq_len = 512;  // long sequences: activations dominate, so bf16 is smaller despite its weight copy
+  const RecomputePolicy none = resolve_recompute(c.recompute, 8);
+  Config bf16 = c;
+  bf16.precision.recipe = "bf16";
+  const uint64_t fp32_total = ledger_for(c, none, 8, true).total(), bf16_total = ledger_for(bf16, none, 8, true).total();
+  ASSERT_LT(bf16_total, fp32_total);
+
+  const MemoryChoice lowered = choose_memory_plan(c, bf16_total, true, true);
+  EXPECT_EQ(lowered.recipe, "bf16");
+  EXPECT_EQ(lowered.batch_size, 8);
+  EXPECT_EQ(lowered.policy.mode, RecomputeMode::None);
+  EXPECT_NE(lowered.reason.find("fits in bf16 but not in fp32"), std::string::npos) << lowered.reason;
+
+  const MemoryChoice emulated = choose_memory_plan(c, bf16_total, true, false);
+  EXPECT_EQ(emulated.recipe, "fp32");
+  EXPECT_LT(emulated.batch_size, 8);
+  EXPECT_EQ(emulated.batch_size * emulated.grad_accum_steps, 8);
+
+  const MemoryChoice roomy = choose_memory_plan(c, fp32_total, true, true);
+  EXPECT_EQ(roomy.recipe, "fp32");
+  EXPECT_EQ(roomy.batch_size, 8);
+
+  Config fp16 = c;
+  fp16.precision.recipe = "fp16";
+  EXPECT_EQ(choose_memory_plan(fp16, bf16_total, true, true).recipe, "fp16");
+}
 }  // namespace
 }  // namespace gpt::test
