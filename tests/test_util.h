@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
 #include <string>
 
 #include <unistd.h>
@@ -53,6 +56,19 @@ class TempDir {
 inline void write_bytes(const std::string& path, const void* data, size_t size) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+}
+
+// step -> loss, from a run directory's metrics.jsonl. The loss is written in the shortest form that reads
+// back to the same double, so equal values here are equal bits.
+inline std::map<int64_t, double> logged_losses(const std::string& run_dir) {
+  std::map<int64_t, double> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  static const std::regex kLine("\\{\"step\":([0-9]+),\"loss\":([^,]+),");
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line))
+    if (std::regex_search(line, m, kLine)) out[std::stoll(m[1].str())] = std::stod(m[2].str());
+  return out;
 }
 
 // The message of the gpt::Error that f throws; records a failure when it throws none.

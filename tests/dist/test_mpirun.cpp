@@ -10,8 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <map>
-#include <regex>
 
 #include <sys/wait.h>
 
@@ -68,17 +66,6 @@ std::string write_config(const TempDir& dir) {
   return path;
 }
 
-std::map<int64_t, double> losses(const std::string& metrics) {
-  std::map<int64_t, double> out;
-  std::ifstream in(metrics);
-  static const std::regex kLine("\\{\"step\":([0-9]+),\"loss\":([^,]+),");
-  std::string line;
-  std::smatch m;
-  while (std::getline(in, line))
-    if (std::regex_search(line, m, kLine)) out[std::stoll(m[1].str())] = std::stod(m[2].str());
-  return out;
-}
-
 TEST(Mpirun, TwoRanksTrainLikeOneRankWithTheGlobalBatch) {
   TempDir dir;
   const std::string config = write_config(dir);
@@ -94,7 +81,7 @@ TEST(Mpirun, TwoRanksTrainLikeOneRankWithTheGlobalBatch) {
   EXPECT_NE(two.output.find("[rank 1] "), std::string::npos) << two.output;
   EXPECT_NE(two.output.find("x 2 ranks x 4 sequences"), std::string::npos) << two.output;
 
-  const auto a = losses(dir.file("one/metrics.jsonl")), b = losses(dir.file("two/metrics.jsonl"));
+  const auto a = logged_losses(dir.file("one")), b = logged_losses(dir.file("two"));
   ASSERT_EQ(a.size(), 4u);
   ASSERT_EQ(b.size(), 4u);
   for (const auto& [step, loss] : a) EXPECT_NEAR(b.at(step), loss, 1e-5 * loss) << "step " << step;

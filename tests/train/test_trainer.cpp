@@ -6,8 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
-#include <map>
 #include <string>
 
 namespace gpt::test {
@@ -54,6 +52,28 @@ TEST(TrainerAccumulation, FourMicroBatchesTrainLikeOneBigBatch) {
   EXPECT_LT(max_diff / max_abs, 1e-4);
 }
 
+// Trains c for its steps in one go (in c.log.run_dir), and for half of them then a resume for the rest (in
+// resumed_dir), each part a fresh Trainer as a new process would be: the resume starts where the first part
+// stopped and ends with the uninterrupted run's weights, bit for bit.
+void expect_resume_equals_uninterrupted(const Config& c, const std::string& resumed_dir) {
+  Trainer straight(c, config_to_yaml(c));
+  straight.run();
+  Config first = c;
+  first.train.steps = c.train.steps / 2;
+  first.log.run_dir = resumed_dir;
+  Config second = first;
+  second.train.steps = c.train.steps;
+  second.train.resume = true;
+  {
+    Trainer t(first, config_to_yaml(first));
+    t.run();
+  }
+  Trainer resumed(second, config_to_yaml(second));
+  EXPECT_EQ(resumed.step(), first.train.steps);
+  resumed.run();
+  EXPECT_EQ(resumed.model().parameters_to_host(), straight.model().parameters_to_host());
+}
+
 // Resuming from a checkpoint continues exactly: 3 steps, a new process-equivalent Trainer resuming for
 // 3 more, equals 6 uninterrupted steps bit for bit on the CPU.
 TEST(TrainerResume, ResumeEqualsUninterruptedRun) {
@@ -61,36 +81,7 @@ TEST(TrainerResume, ResumeEqualsUninterruptedRun) {
   Config c = synthetic_run(dir, {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10}, 30000);
   c.model.dropout = 0.1;
   c.train.steps = 6;
-  Trainer straight(c, config_to_yaml(c));
-  straight.run();
-
-  Config first = c;
-  first.train.steps = 3;
-  first.log.run_dir = dir.file("run_resumed");
-  Config second = first;
-  second.train.steps = 6;
-  second.train.resume = true;
-  {
-    Trainer t(first, config_to_yaml(first));
-    t.run();
-  }
-  Trainer resumed(second, config_to_yaml(second));
-  EXPECT_EQ(resumed.step(), 3);
-  resumed.run();
-  EXPECT_EQ(resumed.model().parameters_to_host(), straight.model().parameters_to_host());
-}
-
-// The per-step losses metrics.jsonl holds, by step.
-std::map<int64_t, std::string> logged_losses(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::map<int64_t, std::string> losses;
-  for (std::string line; std::getline(in, line);) {
-    const size_t step = line.find("\"step\":"), loss = line.find("\"loss\":");
-    if (step == std::string::npos || loss == std::string::npos) continue;
-    const size_t end = line.find_first_of(",}", loss);
-    losses[std::stoll(line.substr(step + 7))] = line.substr(loss + 7, end - loss - 7);
-  }
-  return losses;
+  expect_resume_equals_uninterrupted(c, dir.file("run_resumed"));
 }
 
 // Resume is exact under every recipe and with recomputation: the loss scaler (growing every 2 steps
@@ -120,27 +111,12 @@ TEST(TrainerResume, EachRecipeAndRecomputeModeResumesBitwise) {
     c.precision.fp8_amax_history = 4;
     c.recompute.mode = v.recompute;
     c.recompute.every = "2";
-    c.log.run_dir = dir.file("straight_" + std::to_string(&v - variants.data()));
-    Trainer straight(c, config_to_yaml(c));
-    straight.run();
-
-    Config first = c;
-    first.train.steps = 3;
-    first.log.run_dir = dir.file("resumed_" + std::to_string(&v - variants.data()));
-    Config second = first;
-    second.train.steps = 6;
-    second.train.resume = true;
-    {
-      Trainer t(first, config_to_yaml(first));
-      t.run();
-    }
-    Trainer resumed(second, config_to_yaml(second));
-    EXPECT_EQ(resumed.step(), 3);
-    resumed.run();
-    EXPECT_EQ(resumed.model().parameters_to_host(), straight.model().parameters_to_host());
+    const std::string index = std::to_string(&v - variants.data());
+    c.log.run_dir = dir.file("straight_" + index);
+    expect_resume_equals_uninterrupted(c, dir.file("resumed_" + index));
     const auto losses = logged_losses(c.log.run_dir);
     EXPECT_EQ(losses.size(), 6u);
-    EXPECT_EQ(logged_losses(second.log.run_dir), losses);
+    EXPECT_EQ(logged_losses(dir.file("resumed_" + index)), losses);
   }
 }
 

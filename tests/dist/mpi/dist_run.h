@@ -11,8 +11,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <regex>
 
 namespace gpt::test {
 
@@ -48,18 +46,6 @@ inline Config dist_run(const SharedDir& dir, int batch_size, int accum, int step
   c.log.every = 1000;
   c.dist.timeout_s = 60;
   return c;
-}
-
-// step -> loss, from a run directory's metrics.jsonl.
-inline std::map<int64_t, double> losses(const std::string& run_dir) {
-  std::map<int64_t, double> out;
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  static const std::regex kLine("\\{\"step\":([0-9]+),\"loss\":([^,]+),");
-  std::string line;
-  std::smatch m;
-  while (std::getline(in, line))
-    if (std::regex_search(line, m, kLine)) out[std::stoll(m[1].str())] = std::stod(m[2].str());
-  return out;
 }
 
 // max_i |a_i - b_i| / max_i |b_i|.

@@ -25,7 +25,7 @@ TEST(DataParallel, TwoRanksEqualOneRankWithTwiceTheBatch) {
   Trainer ref(one, config_to_yaml(one));
   ref.run();
 
-  const auto dp_losses = losses(two.log.run_dir), ref_losses = losses(one.log.run_dir);
+  const auto dp_losses = logged_losses(two.log.run_dir), ref_losses = logged_losses(one.log.run_dir);
   ASSERT_EQ(dp_losses.size(), 5u);
   ASSERT_EQ(ref_losses.size(), 5u);
   for (const auto& [step, loss] : ref_losses)
@@ -90,7 +90,7 @@ TEST(DataParallel, WithDropoutTwoRanksEqualOneRankAccumulating) {
   dp.run();
   Trainer ref(one, config_to_yaml(one));
   ref.run();
-  const auto dp_losses = losses(two.log.run_dir), ref_losses = losses(one.log.run_dir);
+  const auto dp_losses = logged_losses(two.log.run_dir), ref_losses = logged_losses(one.log.run_dir);
   for (const auto& [step, loss] : ref_losses)
     EXPECT_NEAR(dp_losses.at(step), loss, kLossTolerance * loss) << "step " << step;
   EXPECT_LT(relative_difference(dp.model().parameters_to_host(), ref.model().parameters_to_host()), kWeightTolerance);

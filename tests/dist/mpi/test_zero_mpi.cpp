@@ -28,7 +28,7 @@ TEST(Zero, EqualsPlainDataParallelism) {
   EXPECT_LT(b.optimizer().num_elements(), a.optimizer().num_elements() / 2 + 64 * (plain.model.n_layer + 1));
   EXPECT_LT(b.optimizer().state_bytes(), a.optimizer().state_bytes() * 0.6);
   b.run();
-  const auto la = losses(plain.log.run_dir), lb = losses(zero.log.run_dir);
+  const auto la = logged_losses(plain.log.run_dir), lb = logged_losses(zero.log.run_dir);
   ASSERT_EQ(la.size(), 5u);
   for (const auto& [step, loss] : la) EXPECT_NEAR(lb.at(step), loss, 1e-6 * loss) << "step " << step;
   const std::vector<float> pb = b.model().parameters_to_host();
