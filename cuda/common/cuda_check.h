@@ -3,8 +3,8 @@
 
 #include "core/error.h"
 
-#include <cublasLt.h>
-#include <cuda_runtime.h>
+#include "common/cuda_api.h"
+#include "gemm/cublaslt_api.h"
 
 #define CUDA_CHECK(stmt)                                                                              \
   do {                                                                                                \

@@ -1,0 +1,28 @@
+# GPT_CUDA_EMU=ON also compiles the CUDA sources of cuda/ with the host compiler against cuda/emu/, the
+# emulation of the CUDA execution model, so every kernel runs in CI on machines without a GPU. It is a
+# test build: it adds the library gpt_cuda_emu and the test executable gpt_cuda_emu_tests, and never
+# changes what gpt-train itself links (the real CUDA backend, or the no_cuda stub).
+#
+# The same .cu file cannot be compiled both by nvcc (gpt_cuda_backend) and as C++ in one CMake directory
+# (LANGUAGE is a per-file property), so each .cu gets a generated one-line .cpp that includes it.
+option(GPT_CUDA_EMU "Build the CUDA kernels on the host emulator (cuda/emu) with their tests" OFF)
+
+if(GPT_CUDA_EMU)
+  file(GLOB_RECURSE GPT_CUDA_EMU_RUNTIME_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/cuda/emu/*.cpp)
+  file(GLOB_RECURSE GPT_CUDA_EMU_KERNEL_SOURCES CONFIGURE_DEPENDS
+    ${CMAKE_SOURCE_DIR}/cuda/common/*.cu ${CMAKE_SOURCE_DIR}/cuda/kernels/*.cu ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cu)
+  set(GPT_CUDA_EMU_WRAPPERS)
+  foreach(cu ${GPT_CUDA_EMU_KERNEL_SOURCES})
+    file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/cuda ${cu})
+    string(REPLACE "/" "__" flat ${rel})
+    set(wrapper ${CMAKE_BINARY_DIR}/cuda_emu_sources/${flat}.cpp)
+    file(GENERATE OUTPUT ${wrapper} CONTENT "#include \"${cu}\"\n")
+    list(APPEND GPT_CUDA_EMU_WRAPPERS ${wrapper})
+  endforeach()
+  add_library(gpt_cuda_emu STATIC ${GPT_CUDA_EMU_RUNTIME_SOURCES} ${GPT_CUDA_EMU_WRAPPERS})
+  target_include_directories(gpt_cuda_emu PUBLIC ${CMAKE_SOURCE_DIR}/cuda ${CMAKE_SOURCE_DIR}/src)
+  target_compile_definitions(gpt_cuda_emu PUBLIC GPT_CUDA_EMU=1)
+  target_link_libraries(gpt_cuda_emu PUBLIC gpt_core)
+  gpt_set_warnings(gpt_cuda_emu)
+  message(STATUS "gpt-train: CUDA emulator build ON (gpt_cuda_emu, gpt_cuda_emu_tests)")
+endif()

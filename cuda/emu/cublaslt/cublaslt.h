@@ -1,0 +1,2 @@
+// Host emulation of the cuBLASLt subset the CUDA backend uses.
+#pragma once

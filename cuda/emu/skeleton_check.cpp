@@ -1,0 +1,1 @@
+#include "common/cuda_check.h"
