@@ -10,6 +10,9 @@ build="${GPT_SANITIZE_BUILD_DIR:-$root/build-san}"
 seconds="${GPT_FUZZ_SECONDS:-20}"
 targets=(config_loader token_shard checkpoint byte_tokenizer)
 GPT_SANITIZE_TARGETS="${targets[*]/#/fuzz_}" "$root/scripts/sanitize.sh" --build-only
+# Reports name functions, files and lines: clang 16's runtime looks for llvm-symbolizer-16 (install_fuzz_deps.sh).
+export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-/usr/lib/llvm-16/bin/llvm-symbolizer}"
+export UBSAN_SYMBOLIZER_PATH="${UBSAN_SYMBOLIZER_PATH:-$ASAN_SYMBOLIZER_PATH}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 

@@ -144,10 +144,7 @@ int run_sample(const std::vector<std::string>& argv) {
   Config config = load_config((fs::path(dir) / "config.yaml").string());
   auto backend = make_backend(BackendKind::Cpu, args.get_int("threads", 0));
   GPT model(config.model, 1, config.train.seq_len, *backend);
-  LlmcModelHeader header = read_llmc_header((fs::path(dir) / "model.bin").string());
-  std::vector<float> params(header.num_parameters());
-  read_llmc_parameters((fs::path(dir) / "model.bin").string(), header, params);
-  model.parameters_from_host(params);
+  model.parameters_from_host(read_llmc_parameters((fs::path(dir) / "model.bin").string(), llmc_header_of(config.model)));
 
   auto tokenizer = make_tokenizer(config.data.tokenizer);
   const std::string prompt_text = args.get("prompt");

@@ -17,6 +17,12 @@ namespace gpt::config_detail {
 
 namespace {
 
+constexpr int kMaxVocabSize = 1 << 24;
+constexpr int kMaxVocabPadMultiple = 1 << 16;
+constexpr int kMaxContextLength = 1 << 24;
+constexpr int kMaxLayers = 1 << 12;
+constexpr int kMaxEmbd = 1 << 16;
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -103,6 +109,11 @@ class Checker {
   }
 
   template <class T>
+  void at_most(const std::string& name, T value, T max, std::string_view why) const {
+    if (!(value <= max))
+      fail(name, fmt::format("{} is too large", value), fmt::format("it must be at most {} ({})", max, why));
+  }
+  template <class T>
   void at_least(const std::string& name, T value, T min, std::string_view note = "") const {
     if (!(value >= min)) fail(name, fmt::format("{} is too small", value), fmt::format("it must be at least {}{}", min, note));
   }
@@ -121,13 +132,18 @@ class Checker {
   const KeyOrigins& origins_;
 };
 
-// The divisors of n nearest below and above k, as "4 or 8", for the n_head hint.
+// The divisors of n nearest below and above k, as "4 or 8", for the n_head hint. Divisors come in pairs
+// (d, n / d) with d ≤ √n, so √n steps find them all: a prime n_embd near 2^31 took 27 s when this tried
+// every number up to n.
 std::string nearby_divisors(int n, int k) {
-  int below = 0, above = 0;
-  for (int d = std::min(k, n); d >= 1; --d)
-    if (n % d == 0) { below = d; break; }
-  for (int d = std::max(k, 1); d <= n; ++d)
-    if (n % d == 0) { above = d; break; }
+  int below = 0, above = n;
+  for (int d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    for (const int divisor : {d, n / d}) {
+      if (divisor <= k) below = std::max(below, divisor);
+      if (divisor >= k) above = std::min(above, divisor);
+    }
+  }
   if (below == 0 || below == above) return fmt::format("{}", above);
   return fmt::format("{} or {}", below, above);
 }
@@ -160,6 +176,13 @@ void validate_config(const Config& config, const KeyOrigins& origins) {
   c.at_least("model.n_layer", m.n_layer, 1);
   c.at_least("model.n_head", m.n_head, 1);
   c.at_least("model.n_embd", m.n_embd, 1);
+  // Upper bounds far past any published model, refused before anything multiplies them: they keep every size
+  // derived from the model (parameters, padded vocabulary, activations) well inside 64-bit arithmetic.
+  c.at_most("model.vocab_size", m.vocab_size, kMaxVocabSize, "Gemma's 256000 is among the largest vocabularies");
+  c.at_most("model.vocab_pad_multiple", m.vocab_pad_multiple, kMaxVocabPadMultiple, "64 or 128 align the LM head");
+  c.at_most("model.context_length", m.context_length, kMaxContextLength, "million-token contexts are the longest in use");
+  c.at_most("model.n_layer", m.n_layer, kMaxLayers, "the deepest published models have a few hundred blocks");
+  c.at_most("model.n_embd", m.n_embd, kMaxEmbd, "the widest published models have 25600 channels");
   if (m.n_embd % m.n_head != 0)
     c.fail("model.n_head",
            fmt::format("{} heads do not divide model.n_embd = {} ({})", m.n_head, m.n_embd, c.where("model.n_embd")),

@@ -7,10 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include "core/error.h"
@@ -20,19 +16,7 @@ namespace gpt {
 // Headers and tokens are read and written as raw memory; every machine this trainer targets is little-endian.
 static_assert(std::endian::native == std::endian::little, "token shards are little-endian; add byte swapping");
 
-namespace fs = std::filesystem;
-
 namespace {
-
-std::ifstream open_shard(const std::string& path) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  GPT_CHECK(fs::exists(status), "token shard {} does not exist", path);
-  GPT_CHECK(fs::is_regular_file(status), "token shard {} is not a regular file", path);
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.is_open(), "cannot open token shard {}: {}", path, std::strerror(errno));
-  return in;
-}
 
 void check_vocab_size(int vocab_size) {
   GPT_CHECK(vocab_size >= 1 && vocab_size <= kShardMaxVocab,
@@ -42,52 +26,49 @@ void check_vocab_size(int vocab_size) {
 
 }  // namespace
 
-ShardInfo read_shard_header(const std::string& path) {
-  std::ifstream in = open_shard(path);
-  const uint64_t file_bytes = fs::file_size(path);
-  GPT_CHECK(file_bytes >= kShardHeaderBytes, "token shard {} is {} bytes, shorter than the {}-byte header", path,
-            file_bytes, kShardHeaderBytes);
+BinaryFile open_shard(const std::string& path) { return BinaryFile::open(path, "token shard"); }
+
+ShardInfo read_shard_header(const BinaryFile& file) {
+  GPT_CHECK(file.size() >= kShardHeaderBytes, "{} is {} bytes, shorter than the {}-byte header", file.label(),
+            file.size(), kShardHeaderBytes);
   std::array<int32_t, kShardHeaderInts> header{};
-  in.read(reinterpret_cast<char*>(header.data()), kShardHeaderBytes);
-  GPT_CHECK(in.gcount() == static_cast<std::streamsize>(kShardHeaderBytes),
-            "token shard {}: could not read its {}-byte header", path, kShardHeaderBytes);
-  GPT_CHECK(header[0] == kShardMagic, "token shard {} has magic {}, expected {} (llm.c token shard)", path,
-            header[0], kShardMagic);
-  GPT_CHECK(header[1] == kShardVersion, "token shard {} has version {}, only version {} is supported", path,
-            header[1], kShardVersion);
-  GPT_CHECK(header[2] >= 0, "token shard {} has a negative token count {} in its header", path, header[2]);
-  const uint64_t num_tokens = static_cast<uint64_t>(header[2]);
-  const uint64_t expected = num_tokens * sizeof(uint16_t);
-  const uint64_t actual = file_bytes - kShardHeaderBytes;
-  GPT_CHECK(actual >= expected, "token shard {}: header says {} tokens ({} bytes) but only {} bytes follow", path,
-            num_tokens, expected, actual);
-  GPT_CHECK(actual == expected,
-            "token shard {}: header says {} tokens ({} bytes) but {} bytes follow; the file has trailing data", path,
-            num_tokens, expected, actual);
-  return ShardInfo{path, num_tokens, file_bytes};
+  file.read_into(0, std::span(header));
+  GPT_CHECK(header[0] == kShardMagic, "{} has magic {}, expected {} (llm.c token shard)", file.label(), header[0],
+            kShardMagic);
+  GPT_CHECK(header[1] == kShardVersion, "{} has version {}, only version {} is supported", file.label(), header[1],
+            kShardVersion);
+  GPT_CHECK(header[2] >= 0, "{} has a negative token count {} in its header", file.label(), header[2]);
+  const auto num_tokens = static_cast<uint64_t>(header[2]);
+  file.require_size(ClaimedSize().add({kShardHeaderBytes}).add({num_tokens, sizeof(uint16_t)}).bytes(),
+                    fmt::format("the {}-byte header and {} tokens of 2 bytes", kShardHeaderBytes, num_tokens));
+  return ShardInfo{file.path(), num_tokens, file.size()};
+}
+
+ShardInfo read_shard_header(const std::string& path) { return read_shard_header(open_shard(path)); }
+
+void read_shard_tokens(const BinaryFile& file, int vocab_size, std::vector<uint16_t>& tokens) {
+  check_vocab_size(vocab_size);
+  const ShardInfo info = read_shard_header(file);
+  tokens.resize(info.num_tokens);
+  file.read_into(kShardHeaderBytes, std::span(tokens));
+  const auto limit = static_cast<uint32_t>(vocab_size);
+  const auto bad = std::find_if(tokens.begin(), tokens.end(), [limit](uint16_t t) { return t >= limit; });
+  GPT_CHECK(bad == tokens.end(), "{}: token {} at index {} (byte offset {}) is ≥ vocab size {}", file.label(), *bad,
+            bad - tokens.begin(), kShardHeaderBytes + sizeof(uint16_t) * static_cast<size_t>(bad - tokens.begin()),
+            vocab_size);
 }
 
 void read_shard_tokens(const std::string& path, int vocab_size, std::vector<uint16_t>& tokens) {
-  check_vocab_size(vocab_size);
-  const ShardInfo info = read_shard_header(path);
-  std::ifstream in = open_shard(path);
-  in.seekg(static_cast<std::streamoff>(kShardHeaderBytes));
-  tokens.resize(info.num_tokens);
-  const auto bytes = static_cast<std::streamsize>(info.num_tokens * sizeof(uint16_t));
-  in.read(reinterpret_cast<char*>(tokens.data()), bytes);
-  GPT_CHECK(in.gcount() == bytes, "token shard {}: read {} of its {} token bytes; did the file change while reading?",
-            path, in.gcount(), bytes);
-  const auto limit = static_cast<uint32_t>(vocab_size);
-  const auto bad = std::find_if(tokens.begin(), tokens.end(), [limit](uint16_t t) { return t >= limit; });
-  GPT_CHECK(bad == tokens.end(), "token shard {}: token {} at index {} is ≥ vocab size {}", path, *bad,
-            bad - tokens.begin(), vocab_size);
+  read_shard_tokens(open_shard(path), vocab_size, tokens);
 }
 
-std::vector<uint16_t> read_shard(const std::string& path, int vocab_size) {
+std::vector<uint16_t> read_shard(const BinaryFile& file, int vocab_size) {
   std::vector<uint16_t> tokens;
-  read_shard_tokens(path, vocab_size, tokens);
+  read_shard_tokens(file, vocab_size, tokens);
   return tokens;
 }
+
+std::vector<uint16_t> read_shard(const std::string& path, int vocab_size) { return read_shard(open_shard(path), vocab_size); }
 
 void write_shard(const std::string& path, std::span<const uint16_t> tokens) {
   GPT_CHECK(tokens.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),

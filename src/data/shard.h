@@ -3,6 +3,8 @@
 // "<path>.tmp" and renamed, so a reader never sees a half-written shard under its final name.
 #pragma once
 
+#include "io/binary_file.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -24,11 +26,17 @@ struct ShardInfo {
   uint64_t file_bytes = 0;
 };
 
+BinaryFile open_shard(const std::string& path);
+
 // Reads and checks the header only: magic, version, and that the file holds exactly the tokens it announces.
+ShardInfo read_shard_header(const BinaryFile& file);
 ShardInfo read_shard_header(const std::string& path);
 
-// Reads all tokens into `tokens` (reusing its capacity) and checks each id is below vocab_size.
+// Reads all tokens into `tokens` (reusing its capacity) and checks each id is below vocab_size; allocates
+// only after the file's size matched its header's token count.
+void read_shard_tokens(const BinaryFile& file, int vocab_size, std::vector<uint16_t>& tokens);
 void read_shard_tokens(const std::string& path, int vocab_size, std::vector<uint16_t>& tokens);
+std::vector<uint16_t> read_shard(const BinaryFile& file, int vocab_size);
 std::vector<uint16_t> read_shard(const std::string& path, int vocab_size);
 
 void write_shard(const std::string& path, std::span<const uint16_t> tokens);

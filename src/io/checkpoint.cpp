@@ -1,5 +1,6 @@
 #include "io/checkpoint.h"
 
+#include "io/binary_file.h"
 #include "io/crc32c.h"
 #include "io/durable_file.h"
 #include "io/llmc_model_file.h"
@@ -28,17 +29,6 @@ constexpr int kHeaderInts = 256;
 constexpr const char* kBlobPrefix = "blob.";
 constexpr const char* kRequiredFiles[] = {"model.bin", "optimizer.bin", "state.yaml", "config.yaml"};
 
-LlmcModelHeader header_of(const ModelConfig& m) {
-  LlmcModelHeader h;
-  h.max_seq_len = m.context_length;
-  h.vocab_size = m.vocab_size;
-  h.num_layers = m.n_layer;
-  h.num_heads = m.n_head;
-  h.channels = m.n_embd;
-  h.padded_vocab_size = m.padded_vocab_size();
-  return h;
-}
-
 // A name that stays inside the checkpoint directory and cannot collide with the hidden temporaries.
 bool safe_name(std::string_view name) {
   if (name.empty() || name.size() > 200 || name[0] == '.') return false;
@@ -66,19 +56,13 @@ std::string optimizer_bytes(AdamW& optimizer) {
 }
 
 int64_t read_optimizer(const fs::path& path, AdamW& optimizer) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot open optimizer state '{}'", path.string());
-  std::string header(kOptimizerHeaderBytes, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header.size()));
-  header.resize(static_cast<size_t>(in.gcount()));
-  const OptimizerFileHeader h = parse_optimizer_header(header, path.string());
+  const BinaryFile file = BinaryFile::open(path.string(), "optimizer state");
+  const OptimizerFileHeader h = read_optimizer_header(file);
   GPT_CHECK(h.num_elements == static_cast<uint64_t>(optimizer.num_elements()),
-            "'{}' holds state for {} parameters, the optimizer has {}", path.string(), h.num_elements,
+            "{} holds state for {} parameters, the optimizer has {}", file.label(), h.num_elements,
             optimizer.num_elements());
   std::vector<float> state(2 * h.num_elements);
-  in.read(reinterpret_cast<char*>(state.data()), static_cast<std::streamsize>(state.size() * sizeof(float)));
-  GPT_CHECK(static_cast<size_t>(in.gcount()) == state.size() * sizeof(float),
-            "'{}' is truncated: expected {} bytes of state", path.string(), state.size() * sizeof(float));
+  file.read_into(kOptimizerHeaderBytes, std::span(state));
   optimizer.state_from_host(state, static_cast<int64_t>(h.step_count));
   return static_cast<int64_t>(h.step_count);
 }
@@ -285,6 +269,16 @@ OptimizerFileHeader parse_optimizer_header(std::string_view header, const std::s
   return out;
 }
 
+OptimizerFileHeader read_optimizer_header(const BinaryFile& file) {
+  std::string header(std::min<uint64_t>(file.size(), kOptimizerHeaderBytes), '\0');
+  file.read_into(0, std::span(header));
+  const OptimizerFileHeader h = parse_optimizer_header(header, file.label());
+  file.require_size(ClaimedSize().add({kOptimizerHeaderBytes}).add({h.num_elements, 2, sizeof(float)}).bytes(),
+                    fmt::format("the {}-byte header and m and v (fp32) of {} parameters", kOptimizerHeaderBytes,
+                                h.num_elements));
+  return h;
+}
+
 std::string checkpoint_staging_dir(const std::string& run_dir, int64_t step) {
   const fs::path final_dir = checkpoint_dir(run_dir, step);
   return (final_dir.parent_path() / ("." + final_dir.filename().string() + ".tmp")).string();
@@ -311,7 +305,7 @@ std::string save_checkpoint(const std::string& run_dir, const CheckpointState& s
       add(name, write_file_durably((tmp_dir / name).string(), bytes));
     };
     const std::string model_path = (tmp_dir / "model.bin").string();
-    write_llmc_model(model_path, header_of(model.config()), model.parameters_to_host());
+    write_llmc_model(model_path, llmc_header_of(model.config()), model.parameters_to_host());
     add("model.bin", digest_file(model_path, /*sync=*/true));
     if (write_optimizer_shards) {
       for (const std::string& name : write_optimizer_shards(tmp_dir.string()))
@@ -411,8 +405,7 @@ CheckpointState load_checkpoint(const std::string& dir, GPT& model, AdamW& optim
     if (e.name.rfind(kBlobPrefix, 0) == 0)
       state.blobs[e.name.substr(std::strlen(kBlobPrefix))] = read_file_bytes((root / e.name).string());
 
-  std::vector<float> params(static_cast<size_t>(model.num_parameters()));
-  read_llmc_parameters((root / "model.bin").string(), header_of(model.config()), params);
+  const std::vector<float> params = read_llmc_parameters((root / "model.bin").string(), llmc_header_of(model.config()));
   const int64_t optimizer_steps = optimizer.owns_all() && fs::exists(root / "optimizer.bin")
                                       ? read_optimizer(root / "optimizer.bin", optimizer)
                                       : read_optimizer_state(dir, optimizer, model.parameter_layout());

@@ -18,6 +18,7 @@
 // position are the complete RNG state, and the learning-rate schedule is a function of the step.
 #pragma once
 
+#include "io/binary_file.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 
@@ -109,5 +110,7 @@ struct OptimizerFileHeader {
 inline constexpr size_t kOptimizerHeaderBytes = 256 * sizeof(int32_t);
 // Checks magic and version of optimizer.bin's header (the first kOptimizerHeaderBytes bytes).
 OptimizerFileHeader parse_optimizer_header(std::string_view header, const std::string& where);
+// The header of an optimizer.bin, after checking that the file holds exactly the state it claims.
+OptimizerFileHeader read_optimizer_header(const BinaryFile& file);
 
 }  // namespace gpt

@@ -3,11 +3,8 @@
 #include "io/durable_file.h"
 
 #include <bit>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
@@ -16,8 +13,6 @@ namespace gpt {
 
 // Header and parameters are read and written as raw memory; every machine this trainer targets is little-endian.
 static_assert(std::endian::native == std::endian::little, "llm.c model files are little-endian; add byte swapping");
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -31,6 +26,20 @@ std::array<std::pair<const char*, int>, 6> header_fields(const LlmcModelHeader& 
            {"padded_vocab_size", h.padded_vocab_size}}};
 }
 
+// The file a header describes: the header and every parameter tensor, in overflow-checked arithmetic (int32
+// fields let L x 4C x C pass 2^64). Per layer: ln1 and ln2 2C each, qkv 3C^2 + 3C, attproj C^2 + C,
+// fc 4C^2 + 4C, fcproj 4C^2 + C, together 12C^2 + 13C.
+std::optional<uint64_t> file_bytes_of(const LlmcModelHeader& h) {
+  const auto Vp = static_cast<uint64_t>(h.padded_vocab_size);
+  const auto maxT = static_cast<uint64_t>(h.max_seq_len);
+  const auto L = static_cast<uint64_t>(h.num_layers);
+  const auto C = static_cast<uint64_t>(h.channels);
+  constexpr uint64_t f = sizeof(float);
+  ClaimedSize claim;
+  claim.add({kLlmcHeaderBytes}).add({Vp, C, f}).add({maxT, C, f}).add({L, 12, C, C, f}).add({L, 13, C, f});
+  return claim.add({2, C, f}).bytes();
+}
+
 void validate_header(const LlmcModelHeader& h, const std::string& where) {
   for (const auto& [name, value] : header_fields(h))
     GPT_CHECK(value > 0, "{}: {} is {}, expected a positive value", where, name, value);
@@ -38,17 +47,41 @@ void validate_header(const LlmcModelHeader& h, const std::string& where) {
             h.num_heads);
   GPT_CHECK(h.padded_vocab_size >= h.vocab_size, "{}: padded_vocab_size {} is smaller than vocab_size {}", where,
             h.padded_vocab_size, h.vocab_size);
+  GPT_CHECK(file_bytes_of(h).has_value(),
+            "{}: num_layers {}, channels {}, padded_vocab_size {} and max_seq_len {} describe more than 2^64 bytes "
+            "of parameters",
+            where, h.num_layers, h.channels, h.padded_vocab_size, h.max_seq_len);
 }
 
-std::ifstream open_model(const std::string& path) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  GPT_CHECK(fs::exists(status), "model file {} does not exist", path);
-  GPT_CHECK(fs::is_regular_file(status), "model file {} is not a regular file", path);
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.is_open(), "cannot open model file {}: {}", path, std::strerror(errno));
-  return in;
+// Magic, version and the fields, without the file's size: a reader with an expected header names the fields
+// that differ before it says the size is wrong.
+LlmcModelHeader parse_header(const BinaryFile& file) {
+  GPT_CHECK(file.size() >= kLlmcHeaderBytes, "{} is {} bytes, shorter than the {}-byte llm.c header", file.label(),
+            file.size(), kLlmcHeaderBytes);
+  std::array<int32_t, kLlmcHeaderInts> raw{};
+  file.read_into(0, std::span(raw));
+  GPT_CHECK(raw[0] == kLlmcModelMagic, "{} has magic {}, expected {} (llm.c GPT-2 model){}", file.label(), raw[0],
+            kLlmcModelMagic, raw[0] == 20240520 ? "; it looks like a token shard" : "");
+  GPT_CHECK(raw[1] != kLlmcModelVersionBf16,
+            "{} is llm.c version 5 (bf16 parameters); only fp32 version 3 is supported — use the fp32 "
+            "export (llm.c's train_gpt2.py writes gpt2_124M.bin next to gpt2_124M_bf16.bin)",
+            file.label());
+  GPT_CHECK(raw[1] == kLlmcModelVersionFp32, "{} has version {}; only fp32 version 3 is supported", file.label(),
+            raw[1]);
+  const LlmcModelHeader header{raw[2], raw[3], raw[4], raw[5], raw[6], raw[7]};
+  validate_header(header, file.label());
+  return header;
 }
+
+void require_file_size(const BinaryFile& file, const LlmcModelHeader& h) {
+  file.require_size(file_bytes_of(h),
+                    fmt::format("the {}-byte header and {} fp32 parameters (max_seq_len {}, padded_vocab_size {}, "
+                                "num_layers {}, channels {})",
+                                kLlmcHeaderBytes, h.num_parameters(), h.max_seq_len, h.padded_vocab_size,
+                                h.num_layers, h.channels));
+}
+
+BinaryFile open_model(const std::string& path) { return BinaryFile::open(path, "model file"); }
 
 }  // namespace
 
@@ -66,30 +99,20 @@ size_t LlmcModelHeader::num_parameters() const {
   return std::accumulate(sizes.begin(), sizes.end(), size_t{0});
 }
 
-LlmcModelHeader read_llmc_header(const std::string& path) {
-  std::ifstream in = open_model(path);
-  const uint64_t file_bytes = fs::file_size(path);
-  GPT_CHECK(file_bytes >= kLlmcHeaderBytes, "model file {} is {} bytes, shorter than the {}-byte llm.c header", path,
-            file_bytes, kLlmcHeaderBytes);
-  std::array<int32_t, kLlmcHeaderInts> raw{};
-  in.read(reinterpret_cast<char*>(raw.data()), kLlmcHeaderBytes);
-  GPT_CHECK(in.gcount() == static_cast<std::streamsize>(kLlmcHeaderBytes),
-            "model file {}: could not read its {}-byte header", path, kLlmcHeaderBytes);
-  GPT_CHECK(raw[0] == kLlmcModelMagic, "model file {} has magic {}, expected {} (llm.c GPT-2 model){}", path, raw[0],
-            kLlmcModelMagic, raw[0] == 20240520 ? "; it looks like a token shard" : "");
-  GPT_CHECK(raw[1] != kLlmcModelVersionBf16,
-            "model file {} is llm.c version 5 (bf16 parameters); only fp32 version 3 is supported — use the fp32 "
-            "export (llm.c's train_gpt2.py writes gpt2_124M.bin next to gpt2_124M_bf16.bin)",
-            path);
-  GPT_CHECK(raw[1] == kLlmcModelVersionFp32, "model file {} has version {}; only fp32 version 3 is supported", path,
-            raw[1]);
-  const LlmcModelHeader header{raw[2], raw[3], raw[4], raw[5], raw[6], raw[7]};
-  validate_header(header, fmt::format("model file {}", path));
+LlmcModelHeader llmc_header_of(const ModelConfig& m) {
+  return LlmcModelHeader{m.context_length, m.vocab_size, m.n_layer, m.n_head, m.n_embd, m.padded_vocab_size()};
+}
+
+LlmcModelHeader read_llmc_header(const BinaryFile& file) {
+  const LlmcModelHeader header = parse_header(file);
+  require_file_size(file, header);
   return header;
 }
 
-void read_llmc_parameters(const std::string& path, const LlmcModelHeader& expected, std::span<float> out) {
-  const LlmcModelHeader found = read_llmc_header(path);
+LlmcModelHeader read_llmc_header(const std::string& path) { return read_llmc_header(open_model(path)); }
+
+std::vector<float> read_llmc_parameters(const BinaryFile& file, const LlmcModelHeader& expected) {
+  const LlmcModelHeader found = parse_header(file);
   std::vector<std::string> differences;
   const auto want = header_fields(expected);
   const auto got = header_fields(found);
@@ -97,24 +120,15 @@ void read_llmc_parameters(const std::string& path, const LlmcModelHeader& expect
     if (want[i].second != got[i].second)
       differences.push_back(fmt::format("{} is {} in the file, expected {}", got[i].first, got[i].second,
                                         want[i].second));
-  GPT_CHECK(differences.empty(), "model file {} does not match the model: {}", path,
-            fmt::join(differences, "; "));
+  GPT_CHECK(differences.empty(), "{} does not match the model: {}", file.label(), fmt::join(differences, "; "));
+  require_file_size(file, found);
+  std::vector<float> params(found.num_parameters());
+  file.read_into(kLlmcHeaderBytes, std::span(params));
+  return params;
+}
 
-  const size_t n = expected.num_parameters();
-  GPT_CHECK(out.size() == n, "reading model file {}: the parameter buffer holds {} floats, the model has {}", path,
-            out.size(), n);
-  const uint64_t file_bytes = fs::file_size(path);
-  const uint64_t want_bytes = kLlmcHeaderBytes + n * sizeof(float);
-  GPT_CHECK(file_bytes == want_bytes,
-            "model file {} is {} bytes, expected {} (the {}-byte header + {} fp32 parameters)", path, file_bytes,
-            want_bytes, kLlmcHeaderBytes, n);
-
-  std::ifstream in = open_model(path);
-  in.seekg(static_cast<std::streamoff>(kLlmcHeaderBytes));
-  const auto bytes = static_cast<std::streamsize>(out.size_bytes());
-  in.read(reinterpret_cast<char*>(out.data()), bytes);
-  GPT_CHECK(in.gcount() == bytes, "model file {}: read {} of its {} parameter bytes; did the file change?", path,
-            in.gcount(), bytes);
+std::vector<float> read_llmc_parameters(const std::string& path, const LlmcModelHeader& expected) {
+  return read_llmc_parameters(open_model(path), expected);
 }
 
 void write_llmc_model(const std::string& path, const LlmcModelHeader& header, std::span<const float> params) {

@@ -4,12 +4,16 @@
 // back, in the order of kLlmcParameterNames. Only version 3 (fp32) is read and written here.
 #pragma once
 
+#include "config/config.h"
+#include "io/binary_file.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpt {
 
@@ -35,18 +39,27 @@ struct LlmcModelHeader {
   int channels = 0;
   int padded_vocab_size = 0;
 
-  // Element counts of the tensors, in kLlmcParameterNames order.
+  // Element counts of the tensors, in kLlmcParameterNames order: only for a header that the readers or the
+  // writer accepted, whose sizes are known not to overflow.
   std::array<size_t, kLlmcNumParameterTensors> parameter_sizes() const;
   size_t num_parameters() const;
   bool operator==(const LlmcModelHeader&) const = default;
 };
 
-// Reads and checks the header: magic, version 3, positive sizes, heads dividing channels, padded vocab ≥ vocab.
+// The header of a model of this configuration (the file a checkpoint's model.bin must be).
+LlmcModelHeader llmc_header_of(const ModelConfig& model);
+
+// Reads and checks the header: magic, version 3, positive sizes, heads dividing channels, padded vocab ≥ vocab,
+// and that the file is exactly the header and the parameters it describes (the error says what the header
+// claims and how many bytes the file holds).
+LlmcModelHeader read_llmc_header(const BinaryFile& file);
 LlmcModelHeader read_llmc_header(const std::string& path);
 
-// Reads all parameters into out (size expected.num_parameters()). Throws naming every header field that
-// differs from expected, or the file and both sizes when the file is not header + num_parameters floats.
-void read_llmc_parameters(const std::string& path, const LlmcModelHeader& expected, std::span<float> out);
+// All parameters, from a file whose header must equal expected: throws naming every field that differs, or
+// the file's size against what its header claims. Allocates only after both checks, so a header claiming
+// billions of parameters in a 1 KiB file costs nothing.
+std::vector<float> read_llmc_parameters(const BinaryFile& file, const LlmcModelHeader& expected);
+std::vector<float> read_llmc_parameters(const std::string& path, const LlmcModelHeader& expected);
 
 // Writes a version 3 file to "<path>.tmp" and renames it to path.
 void write_llmc_model(const std::string& path, const LlmcModelHeader& header, std::span<const float> params);

@@ -1,5 +1,6 @@
 #include "io/optimizer_shards.h"
 
+#include "io/binary_file.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
 
@@ -7,7 +8,6 @@
 #include <array>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 
 namespace fs = std::filesystem;
@@ -43,74 +43,70 @@ std::vector<int64_t> tensor_starts(const ParameterLayout& layout) {
 // A run of parameters whose moments a file holds: m of [first, first + count) at m_pos, v at v_pos.
 struct Source {
   int64_t first, count;
-  std::streamoff m_pos, v_pos;
+  uint64_t m_pos, v_pos;
 };
 
 struct File {
-  fs::path path;
+  BinaryFile file;
   uint64_t steps = 0;
   std::vector<Source> sources;
 };
 
-Header read_header(std::ifstream& in, const fs::path& path) {
-  Header header{};
-  in.read(reinterpret_cast<char*>(header.data()), sizeof(header));
-  GPT_CHECK(in.gcount() == sizeof(header), "'{}' is shorter than its {}-byte header", path.string(), sizeof(header));
-  return header;
-}
-
 // optimizer.bin (io/checkpoint.cpp): its header, then m and v of every parameter.
 File read_whole_index(const fs::path& path, int64_t num_parameters) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot open optimizer state '{}'", path.string());
-  std::string header(kOptimizerHeaderBytes, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header.size()));
-  header.resize(static_cast<size_t>(in.gcount()));
-  const OptimizerFileHeader h = parse_optimizer_header(header, path.string());
+  BinaryFile file = BinaryFile::open(path.string(), "optimizer state");
+  const OptimizerFileHeader h = read_optimizer_header(file);
   const auto n = static_cast<int64_t>(h.num_elements);
-  GPT_CHECK(n == num_parameters, "'{}' holds state for {} parameters, the model has {}", path.string(), n,
+  GPT_CHECK(n == num_parameters, "{} holds state for {} parameters, the model has {}", file.label(), n,
             num_parameters);
-  const auto data = static_cast<std::streamoff>(kOptimizerHeaderBytes);
-  return File{path, h.step_count, {Source{0, n, data, data + static_cast<std::streamoff>(n * 4)}}};
+  const uint64_t data = kOptimizerHeaderBytes;
+  return File{std::move(file), h.step_count, {Source{0, n, data, data + h.num_elements * 4}}};
 }
 
 File read_shard_index(const fs::path& path, int64_t num_parameters, int& world_size) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot open optimizer shard '{}'", path.string());
-  const Header h = read_header(in, path);
-  GPT_CHECK(h[0] == kShardMagic && h[1] == kShardVersion, "'{}' has magic {} version {}, expected {} version {}",
-            path.string(), h[0], h[1], kShardMagic, kShardVersion);
-  GPT_CHECK(static_cast<int64_t>(join(h[5], h[6])) == num_parameters,
-            "'{}' is a shard of state for {} parameters, the model has {}", path.string(), join(h[5], h[6]),
+  BinaryFile file = BinaryFile::open(path.string(), "optimizer shard");
+  GPT_CHECK(file.size() >= sizeof(Header), "{} is {} bytes, shorter than its {}-byte header", file.label(),
+            file.size(), sizeof(Header));
+  Header h{};
+  file.read_into(0, std::span(h));
+  GPT_CHECK(h[0] == kShardMagic && h[1] == kShardVersion, "{} has magic {} version {}, expected {} version {}",
+            file.label(), h[0], h[1], kShardMagic, kShardVersion);
+  GPT_CHECK(join(h[5], h[6]) == static_cast<uint64_t>(num_parameters),
+            "{} is a shard of state for {} parameters, the model has {}", file.label(), join(h[5], h[6]),
             num_parameters);
   world_size = h[3];
   const int32_t num_ranges = h[4];
-  GPT_CHECK(num_ranges >= 0, "'{}' has {} ranges", path.string(), num_ranges);
-  std::vector<int64_t> table(2 * static_cast<size_t>(num_ranges));
-  in.read(reinterpret_cast<char*>(table.data()), static_cast<std::streamsize>(table.size() * sizeof(int64_t)));
-  GPT_CHECK(static_cast<size_t>(in.gcount()) == table.size() * sizeof(int64_t), "'{}' is truncated in its range table",
-            path.string());
-  int64_t total = 0;
-  for (int32_t i = 0; i < num_ranges; ++i) total += table[2 * i + 1];
-  File file{path, join(h[7], h[8]), {}};
-  std::streamoff m = static_cast<std::streamoff>(sizeof(Header) + table.size() * sizeof(int64_t));
-  std::streamoff v = m + static_cast<std::streamoff>(total * 4);
-  for (int32_t i = 0; i < num_ranges; ++i) {
-    const int64_t first = table[2 * i], count = table[2 * i + 1];
-    GPT_CHECK(first >= 0 && count >= 0 && first + count <= num_parameters, "'{}': range [{}, {}) outside the {} parameters",
-              path.string(), first, first + count, num_parameters);
-    file.sources.push_back(Source{first, count, m, v});
-    m += static_cast<std::streamoff>(count * 4);
-    v += static_cast<std::streamoff>(count * 4);
-  }
-  return file;
-}
+  GPT_CHECK(num_ranges >= 0, "{} has {} ranges", file.label(), num_ranges);
+  const auto ranges = static_cast<uint64_t>(num_ranges);
+  const std::string table_claim =
+      fmt::format("the {}-byte header and a table of {} ranges of 16 bytes", sizeof(Header), ranges);
+  file.require_at_least(ClaimedSize().add({sizeof(Header)}).add({ranges, 16}).bytes(), table_claim);
+  std::vector<int64_t> table(2 * ranges);
+  file.read_into(sizeof(Header), std::span(table));
 
-void read_floats(std::ifstream& in, const fs::path& path, std::streamoff pos, float* out, int64_t count) {
-  in.seekg(pos);
-  in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(count * 4));
-  GPT_CHECK(in.gcount() == static_cast<std::streamsize>(count * 4), "'{}' is truncated: {} floats at byte {} are missing",
-            path.string(), count, static_cast<int64_t>(pos));
+  ClaimedSize claim;
+  claim.add({sizeof(Header)}).add({ranges, 16});
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < ranges; ++i) {
+    const int64_t first = table[2 * i], count = table[2 * i + 1];
+    GPT_CHECK(first >= 0 && count >= 0 && first <= num_parameters && count <= num_parameters - first,
+              "{}: range {} (table entry at byte offset {}) is [{}, {} + {}), outside the {} parameters",
+              file.label(), i, sizeof(Header) + 16 * i, first, first, count, num_parameters);
+    claim.add({static_cast<uint64_t>(count), 2, sizeof(float)});
+    total += static_cast<uint64_t>(count);  // ≤ ranges x num_parameters: the claim above overflows first
+  }
+  file.require_size(claim.bytes(), fmt::format("{} and m and v (fp32) of their {} parameters", table_claim, total));
+
+  File out{std::move(file), join(h[7], h[8]), {}};
+  uint64_t m = sizeof(Header) + ranges * 16;
+  uint64_t v = m + total * sizeof(float);
+  for (uint64_t i = 0; i < ranges; ++i) {
+    const int64_t first = table[2 * i], count = table[2 * i + 1];
+    out.sources.push_back(Source{first, count, m, v});
+    m += static_cast<uint64_t>(count) * sizeof(float);
+    v += static_cast<uint64_t>(count) * sizeof(float);
+  }
+  return out;
 }
 
 }  // namespace
@@ -170,7 +166,7 @@ int64_t read_optimizer_state(const std::string& dir, AdamW& optimizer, const Par
                 "'{}' is one of {} optimizer shards, but '{}' holds {}: the checkpoint is incomplete or mixes runs",
                 p.string(), world, dir, paths.size());
       GPT_CHECK(files.back().steps == files.front().steps, "'{}' is at step {}, '{}' at step {}", p.string(),
-                files.back().steps, files.front().path.string(), files.front().steps);
+                files.back().steps, files.front().file.path(), files.front().steps);
     }
   }
 
@@ -182,14 +178,14 @@ int64_t read_optimizer_state(const std::string& dir, AdamW& optimizer, const Par
   for (const ParamRange& r : optimizer.ranges()) {
     const int64_t first = starts[r.tensor] + r.offset;
     for (const File& file : files) {
-      std::ifstream in(file.path, std::ios::binary);
       for (const Source& s : file.sources) {
         const int64_t begin = std::max(first, s.first), end = std::min(first + r.count, s.first + s.count);
         if (begin >= end) continue;
-        const int64_t count = end - begin, skip = (begin - s.first) * 4;
-        read_floats(in, file.path, s.m_pos + skip, state.data() + dest + (begin - first), count);
-        read_floats(in, file.path, s.v_pos + skip, state.data() + n + dest + (begin - first), count);
-        filled += count;
+        const auto count = static_cast<size_t>(end - begin);
+        const auto skip = static_cast<uint64_t>(begin - s.first) * sizeof(float);
+        file.file.read_into(s.m_pos + skip, std::span(state.data() + dest + (begin - first), count));
+        file.file.read_into(s.v_pos + skip, std::span(state.data() + n + dest + (begin - first), count));
+        filled += static_cast<int64_t>(count);
       }
     }
     dest += r.count;

@@ -144,16 +144,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   targets_.resize(inputs_.size());
 
   if (!config_.model.init_from.empty()) {
-    const LlmcModelHeader header = read_llmc_header(config_.model.init_from);
-    std::vector<float> params(header.num_parameters());
-    LlmcModelHeader expected;
-    expected.max_seq_len = config_.model.context_length;
-    expected.vocab_size = config_.model.vocab_size;
-    expected.num_layers = config_.model.n_layer;
-    expected.num_heads = config_.model.n_head;
-    expected.channels = config_.model.n_embd;
-    expected.padded_vocab_size = config_.model.padded_vocab_size();
-    read_llmc_parameters(config_.model.init_from, expected, params);
+    const std::vector<float> params = read_llmc_parameters(config_.model.init_from, llmc_header_of(config_.model));
     model_->parameters_from_host(params);
     spdlog::info("initialised {} parameters from llm.c checkpoint '{}'", params.size(), config_.model.init_from);
   } else {

@@ -1,4 +1,6 @@
 // Runs the gpt-train executable as a user would and checks exit codes, output and the run directory.
+#include "data/shard.h"
+#include "io/llmc_model_file.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -112,6 +114,46 @@ TEST(Cli, MissingShardsAreNamed) {
   CommandResult r = run_cli("train " + dir.file("tiny.yaml"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find(dir.file("data/train_*.bin")), std::string::npos) << r.output;
+}
+
+// model.init_from reads through read_llmc_parameters, which compares the header with the config and the
+// file's size with the header before it allocates: a 1 KiB file claiming a bigger model, or the right model
+// without its parameters, is refused with what it claims and what it holds.
+TEST(Cli, InitFromChecksTheModelFileBeforeAllocating) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "data");
+  std::vector<uint16_t> tokens(400);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i % 200);
+  write_shard(dir.file("data/train_000000.bin"), tokens);
+  write_shard(dir.file("data/val_000000.bin"), tokens);
+  write_text(dir.path() / "tiny.yaml", tiny_config(dir));
+  const LlmcModelHeader tiny{32, 256, 2, 2, 16, 256};
+  const std::vector<float> params(tiny.num_parameters(), 0.01f);
+  write_llmc_model(dir.file("model.bin"), tiny, params);
+  const std::string train = "train " + dir.file("tiny.yaml") + " --set train.steps=0 --set model.init_from=";
+
+  CommandResult r = run_cli(train + dir.file("model.bin"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("initialised " + std::to_string(params.size()) + " parameters"), std::string::npos)
+      << r.output;
+
+  std::filesystem::resize_file(dir.file("model.bin"), 1024);
+  r = run_cli(train + dir.file("model.bin"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("model file " + dir.file("model.bin") + ": its header claims the 1024-byte header and " +
+                          std::to_string(params.size()) + " fp32 parameters"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("but the file holds 1024 bytes"), std::string::npos) << r.output;
+
+  const LlmcModelHeader xl{1024, 50257, 48, 25, 1600, 50304};
+  std::array<int32_t, 256> header{20240326, 3, xl.max_seq_len, xl.vocab_size, xl.num_layers, xl.num_heads,
+                                  xl.channels, xl.padded_vocab_size};
+  write_bytes(dir.file("xl.bin"), header.data(), sizeof(header));
+  r = run_cli(train + dir.file("xl.bin"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("does not match the model: max_seq_len is 1024 in the file, expected 32"), std::string::npos)
+      << r.output;
 }
 
 }  // namespace

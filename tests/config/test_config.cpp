@@ -209,9 +209,24 @@ TEST(ConfigErrors, WrongTypesNameKeyAndLine) {
   EXPECT_ERROR_HAS(load_error("model:\n  n_layer: 99999999999\n"), "config.yaml:2: model.n_layer: 99999999999 is out of range");
 }
 
+// Issue 20: n_embd 2147483647 (a prime) stalled validation for 27 s in the n_head hint. Such sizes are now
+// refused first, and the hint finds divisors in √n steps.
+TEST(ConfigErrors, AbsurdModelSizesAreRefusedBeforeAnythingUsesThem) {
+  EXPECT_ERROR_HAS(load_error("model:\n  n_embd: 2147483647\n  n_head: 12\n"),
+                   "config.yaml:2: model.n_embd: 2147483647 is too large; it must be at most 65536");
+  EXPECT_ERROR_HAS(load_error("model:\n  n_layer: 100000\n"), "model.n_layer: 100000 is too large; it must be at most 4096");
+  EXPECT_ERROR_HAS(load_error("model:\n  vocab_size: 2147483647\n"), "model.vocab_size: 2147483647 is too large");
+  EXPECT_ERROR_HAS(load_error("model:\n  vocab_pad_multiple: 2147483647\n"), "model.vocab_pad_multiple: 2147483647 is too large");
+  EXPECT_ERROR_HAS(load_error("model:\n  context_length: 2147483647\n"), "model.context_length: 2147483647 is too large");
+  EXPECT_ERROR_HAS(load_error("model:\n  n_embd: 65536\n  n_head: 3\n"), "3 heads do not divide", "e.g. 2 or 4");
+}
+
 TEST(ConfigErrors, BadValuesNameKeyAndLine) {
   EXPECT_ERROR_HAS(load_error("model:\n  n_embd: 128\n\n\n  n_head: 5\n"), "config.yaml:5: model.n_head:",
                    "5 heads do not divide model.n_embd = 128 (config.yaml:2)", "4 or 8");
+  EXPECT_ERROR_HAS(load_error("model:\n  n_embd: 768\n  n_head: 7\n"), "e.g. 6 or 8");
+  EXPECT_ERROR_HAS(load_error("model:\n  n_embd: 768\n  n_head: 1000\n"), "e.g. 768");
+  EXPECT_ERROR_HAS(load_error("model:\n  n_embd: 65521\n  n_head: 12\n"), "e.g. 1 or 65521");  // a prime
   EXPECT_ERROR_HAS(load_error("model:\n  context_length: 256\ntrain:\n  seq_len: 512\n"),
                    "config.yaml:4: train.seq_len: 512 exceeds model.context_length = 256 (config.yaml:2)");
   EXPECT_ERROR_HAS(load_error("model:\n  dropout: 1.0\n"), "config.yaml:2: model.dropout: 1 is outside [0, 1)");

@@ -227,7 +227,7 @@ TEST(DataLoader, ValidatesTokensWhenAShardIsLoaded) {
   std::vector<int32_t> in(kT), tg(kT);
   const std::string msg = error_message([&] { loader.next_batch(in, tg); });
   EXPECT_THAT(msg, HasSubstr(dir.file("bad.bin")));
-  EXPECT_THAT(msg, HasSubstr("token 300 at index 10 is ≥ vocab size 256"));
+  EXPECT_THAT(msg, HasSubstr("token 300 at index 10 (byte offset 1044) is ≥ vocab size 256"));
   EXPECT_EQ(loader.position(), LoaderPosition{});  // the failed batch did not advance the loader
 }
 

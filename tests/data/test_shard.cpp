@@ -107,7 +107,8 @@ TEST(Shard, TruncatedDataIsReported) {
   write_raw_shard(path, kShardMagic, 1, 1000, 1500);
   const std::string msg = error_message([&] { read_shard(path, 256); });
   EXPECT_THAT(msg, HasSubstr(path));
-  EXPECT_THAT(msg, HasSubstr("header says 1000 tokens (2000 bytes) but only 1500 bytes follow"));
+  EXPECT_THAT(msg, HasSubstr("its header claims the 1024-byte header and 1000 tokens of 2 bytes, 3024 bytes in all, "
+                             "but the file holds 2524 bytes (500 bytes missing"));
 }
 
 TEST(Shard, TrailingDataIsReported) {
@@ -116,7 +117,8 @@ TEST(Shard, TrailingDataIsReported) {
   write_raw_shard(path, kShardMagic, 1, 10, 21);
   const std::string msg = error_message([&] { read_shard_header(path); });
   EXPECT_THAT(msg, HasSubstr(path));
-  EXPECT_THAT(msg, HasSubstr("header says 10 tokens (20 bytes) but 21 bytes follow"));
+  EXPECT_THAT(msg, HasSubstr("its header claims the 1024-byte header and 10 tokens of 2 bytes, 1044 bytes in all, "
+                             "but the file holds 1045 bytes (1 bytes of trailing data)"));
 }
 
 TEST(Shard, TokenAtOrAboveVocabIsReported) {
@@ -128,7 +130,7 @@ TEST(Shard, TokenAtOrAboveVocabIsReported) {
   write_shard(path, tokens);
   const std::string msg = error_message([&] { read_shard(path, 256); });
   EXPECT_THAT(msg, HasSubstr(path));
-  EXPECT_THAT(msg, HasSubstr("token 300 at index 17 is ≥ vocab size 256"));
+  EXPECT_THAT(msg, HasSubstr("token 300 at index 17 (byte offset 1058) is ≥ vocab size 256"));
 
   tokens[17] = 256;
   tokens[30] = 255;
@@ -137,6 +139,31 @@ TEST(Shard, TokenAtOrAboveVocabIsReported) {
   tokens[17] = 255;
   write_shard(path, tokens);
   EXPECT_EQ(read_shard(path, 256), tokens);
+}
+
+TEST(Shard, ReadsFromMemoryLikeFromDisk) {
+  const std::vector<uint16_t> tokens{5, 0, 255, 9};
+  std::vector<char> bytes(kShardHeaderBytes + 2 * tokens.size(), 0);
+  const std::array<int32_t, 3> header{kShardMagic, kShardVersion, static_cast<int32_t>(tokens.size())};
+  std::memcpy(bytes.data(), header.data(), sizeof(header));
+  std::memcpy(bytes.data() + kShardHeaderBytes, tokens.data(), 2 * tokens.size());
+  const BinaryFile file = BinaryFile::in_memory({bytes.data(), bytes.size()}, "mem.bin", "token shard");
+  EXPECT_EQ(read_shard(file, 256), tokens);
+  EXPECT_THAT(error_message([&] { read_shard(file, 200); }),
+              HasSubstr("token shard mem.bin: token 255 at index 2 (byte offset 1028) is ≥ vocab size 200"));
+}
+
+// A 1 KiB file whose header claims 2^31 - 1 tokens (4 GiB) is refused before the token buffer grows.
+TEST(Shard, HugeClaimFailsBeforeAllocating) {
+  TempDir dir;
+  const std::string path = dir.file("huge.bin");
+  write_raw_shard(path, kShardMagic, 1, 2147483647, 0);
+  std::vector<uint16_t> tokens;
+  const std::string msg = error_message([&] { read_shard_tokens(path, 256, tokens); });
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("its header claims the 1024-byte header and 2147483647 tokens of 2 bytes, 4294968318 "
+                             "bytes in all, but the file holds 1024 bytes"));
+  EXPECT_EQ(tokens.capacity(), 0u);
 }
 
 TEST(Shard, GlobExpandsSorted) {

@@ -13,10 +13,13 @@ namespace gpt::fuzz {
 
 // load_config_from_string on the bytes before the first NUL; each line after it is a --set override.
 int config_loader(const uint8_t* data, size_t size);
-// The bytes as a token shard file: read_shard_header, then read_shard with vocabularies 256 and 65536.
+// The bytes as a token shard file, read from memory: read_shard_header, then read_shard with vocabularies
+// 256 and 65536, whose tokens must be the bytes after the header.
 int token_shard(const uint8_t* data, size_t size);
-// The checkpoint readers; the first byte picks one: manifest.yaml, state.yaml, the optimizer.bin header or
-// the model.bin (llm.c) header, and a whole checkpoint directory whose manifest is the rest.
+// The checkpoint readers; the first byte (mod 6) picks one: 0 manifest.yaml as given (its checksum is
+// checked), 1 state.yaml, 2 optimizer.bin (header and the size it claims), 3 model.bin (llm.c, any claimed
+// size), 4 a whole checkpoint directory whose manifest is the rest, 5 manifest.yaml with its checksum line
+// recomputed so that the YAML behind it is parsed; 4 recomputes it too.
 int checkpoint(const uint8_t* data, size_t size);
 // Byte tokenizer: decode(encode(text)) == text, and decoding arbitrary ids (4 bytes each) fails cleanly.
 int byte_tokenizer(const uint8_t* data, size_t size);

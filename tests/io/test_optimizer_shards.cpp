@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <limits>
 
 namespace fs = std::filesystem;
 
@@ -134,6 +136,77 @@ TEST(OptimizerShards, ACheckpointWithShardsVerifiesAndLoads) {
   load_checkpoint(ckpt, s.model, back);
   EXPECT_EQ(back.state_to_host(), state);
   EXPECT_EQ(back.step_count(), 2);
+}
+
+// Overwrites bytes of a file in place, as damage or a hostile writer would.
+template <class T>
+void poke(const fs::path& path, std::streamoff offset, T value) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offset);
+  f.write(reinterpret_cast<const char*>(&value), sizeof(value));
+  ASSERT_TRUE(f.good()) << path;
+}
+
+// Every count an optimizer file's header or range table claims is checked against the file's size before
+// anything is allocated from it: a range count of 2^31 - 1 used to allocate a 32 GiB table.
+TEST(OptimizerShards, HostileCountsAreCheckedAgainstTheFileSize) {
+  ShardSetup s;
+  TempDir dir;
+  const ParameterLayout& layout = s.model.parameter_layout();
+  AdamW whole(OptimConfig{}, layout, *s.backend);
+  const std::vector<float> state = s.fill(whole, 3);
+  for (int r = 0; r < 2; ++r) {
+    AdamW shard(OptimConfig{}, layout, *s.backend, s.ranges[r]);
+    shard.state_from_host(cut(state, layout, s.ranges[r]), 3);
+    write_optimizer_shard(dir.path().string(), shard, layout, r, 2);
+  }
+  const fs::path rank0 = dir.path() / optimizer_shard_name(0, 2);
+  const auto bytes = fs::file_size(rank0);
+  AdamW back(OptimConfig{}, layout, *s.backend);
+  auto message = [&] { return error_message([&] { read_optimizer_state(dir.path().string(), back, layout); }); };
+
+  poke<int32_t>(rank0, 4 * 4, std::numeric_limits<int32_t>::max());  // the number of ranges
+  std::string m = message();
+  EXPECT_NE(m.find("optimizer shard " + rank0.string() + ": its header claims the 1024-byte header and a table of "
+                   "2147483647 ranges of 16 bytes, 34359739376 bytes in all, but the file holds " +
+                   std::to_string(bytes) + " bytes"),
+            std::string::npos)
+      << m;
+
+  poke<int32_t>(rank0, 4 * 4, static_cast<int32_t>(s.ranges[0].size()));
+  poke<int64_t>(rank0, 1024 + 8, std::numeric_limits<int64_t>::max());  // the first range's count
+  m = message();
+  EXPECT_NE(m.find("range 0 (table entry at byte offset 1024) is [0, 0 + 9223372036854775807), outside the " +
+                   std::to_string(layout.num_parameters()) + " parameters"),
+            std::string::npos)
+      << m;
+
+  poke<int64_t>(rank0, 1024 + 8, s.ranges[0][0].count);
+  fs::resize_file(rank0, bytes - 4);
+  m = message();
+  EXPECT_NE(m.find("bytes in all, but the file holds " + std::to_string(bytes - 4) + " bytes (4 bytes missing"),
+            std::string::npos)
+      << m;
+  fs::resize_file(rank0, bytes);
+  poke<float>(rank0, static_cast<std::streamoff>(bytes - 4), state.back());
+  EXPECT_EQ(read_optimizer_state(dir.path().string(), back, layout), 3);
+
+  // optimizer.bin, read by a whole optimizer (load_checkpoint) and by a shard (read_optimizer_state).
+  CheckpointState cs;
+  cs.step = 3;
+  const std::string ckpt = save_checkpoint(dir.file("run"), cs, s.model, whole, "x: 1\n");
+  const fs::path bin = fs::path(ckpt) / "optimizer.bin";
+  const auto n = static_cast<uint64_t>(layout.num_parameters());
+  poke<uint32_t>(bin, 2 * 4, static_cast<uint32_t>(n + 1000));  // num_elements, low word
+  const std::string want = "optimizer state " + bin.string() + ": its header claims the 1024-byte header and m and "
+                           "v (fp32) of " + std::to_string(n + 1000) + " parameters, " +
+                           std::to_string(1024 + 8 * (n + 1000)) + " bytes in all, but the file holds " +
+                           std::to_string(1024 + 8 * n) + " bytes (8000 bytes missing";
+  m = error_message([&] { load_checkpoint(ckpt, s.model, whole, /*verify=*/false); });
+  EXPECT_NE(m.find(want), std::string::npos) << m;
+  AdamW shard(OptimConfig{}, layout, *s.backend, s.ranges[1]);
+  m = error_message([&] { read_optimizer_state(ckpt, shard, layout); });
+  EXPECT_NE(m.find(want), std::string::npos) << m;
 }
 
 }  // namespace
