@@ -25,14 +25,20 @@ namespace fs = std::filesystem;
 namespace gpt::fuzz {
 namespace {
 
-// A per-process scratch directory: fuzzing jobs may run in parallel.
+// A per-process scratch directory (fuzzing jobs may run in parallel), removed when the process exits so
+// that gpt_tests runs and fuzzing sessions do not leave one each behind in /tmp.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / ("gpt_fuzz_" + std::to_string(::getpid()));
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
 const fs::path& scratch() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("gpt_fuzz_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path;
 }
 
 // No fsync: scratch files only need to be readable by this process, and fsync would dominate each run.
