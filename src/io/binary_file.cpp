@@ -92,6 +92,7 @@ void BinaryFile::require_at_least(std::optional<uint64_t> claimed, std::string_v
 void BinaryFile::read(uint64_t offset, std::span<std::byte> out) const {
   GPT_CHECK(offset <= size_ && out.size() <= size_ - offset,
             "{}: {} bytes at offset {} are past its end ({} bytes)", label_, out.size(), offset, size_);
+  if (out.empty()) return;  // an empty span's data() may be null, which memcpy must not get
   if (fd_ < 0) {
     std::memcpy(out.data(), memory_.data() + offset, out.size());
     return;

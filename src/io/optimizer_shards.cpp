@@ -63,8 +63,7 @@ File read_whole_index(const fs::path& path, int64_t num_parameters) {
   return File{std::move(file), h.step_count, {Source{0, n, data, data + h.num_elements * 4}}};
 }
 
-File read_shard_index(const fs::path& path, int64_t num_parameters, int& world_size) {
-  BinaryFile file = BinaryFile::open(path.string(), "optimizer shard");
+File read_shard_index(BinaryFile file, int64_t num_parameters, int& world_size) {
   GPT_CHECK(file.size() >= sizeof(Header), "{} is {} bytes, shorter than its {}-byte header", file.label(),
             file.size(), sizeof(Header));
   Header h{};
@@ -110,6 +109,12 @@ File read_shard_index(const fs::path& path, int64_t num_parameters, int& world_s
 }
 
 }  // namespace
+
+int check_optimizer_shard(BinaryFile file, int64_t num_parameters) {
+  int world_size = 0;
+  read_shard_index(std::move(file), num_parameters, world_size);
+  return world_size;
+}
 
 std::string optimizer_shard_name(int rank, int world_size) {
   return fmt::format("optimizer.rank{:05d}-of-{:05d}.bin", rank, world_size);
@@ -161,7 +166,7 @@ int64_t read_optimizer_state(const std::string& dir, AdamW& optimizer, const Par
     GPT_CHECK(!paths.empty(), "'{}' holds no optimizer state: neither optimizer.bin nor optimizer.rank*-of-*.bin", dir);
     for (const fs::path& p : paths) {
       int world = 0;
-      files.push_back(read_shard_index(p, num_parameters, world));
+      files.push_back(read_shard_index(BinaryFile::open(p.string(), "optimizer shard"), num_parameters, world));
       GPT_CHECK(world == static_cast<int>(paths.size()),
                 "'{}' is one of {} optimizer shards, but '{}' holds {}: the checkpoint is incomplete or mixes runs",
                 p.string(), world, dir, paths.size());

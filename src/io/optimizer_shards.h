@@ -10,6 +10,7 @@
 //   data    m of every range in order, then v (f32)
 #pragma once
 
+#include "io/binary_file.h"
 #include "model/parameters.h"
 #include "optim/adamw.h"
 
@@ -29,5 +30,9 @@ std::string write_optimizer_shard(const std::string& dir, AdamW& optimizer, cons
 // (the whole state, written by a run without ZeRO) or else from its set of shard files; returns the step
 // count.
 int64_t read_optimizer_state(const std::string& dir, AdamW& optimizer, const ParameterLayout& layout);
+
+// Checks one shard file's header and range table against num_parameters and every count against the file's
+// size, as reading it does, without reading the moments (for fuzzing); returns the world size it names.
+int check_optimizer_shard(BinaryFile file, int64_t num_parameters);
 
 }  // namespace gpt

@@ -9,6 +9,7 @@
 #include "io/crc32c.h"
 #include "io/durable_file.h"
 #include "io/llmc_model_file.h"
+#include "io/optimizer_shards.h"
 
 #include <algorithm>
 #include <array>
@@ -25,14 +26,20 @@ namespace fs = std::filesystem;
 namespace gpt::fuzz {
 namespace {
 
-// A per-process scratch directory: fuzzing jobs may run in parallel.
+// A per-process scratch directory (fuzzing jobs may run in parallel), removed when the process exits so
+// that gpt_tests runs and fuzzing sessions do not leave one each behind in /tmp.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / ("gpt_fuzz_" + std::to_string(::getpid()));
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
 const fs::path& scratch() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("gpt_fuzz_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path;
 }
 
 // No fsync: scratch files only need to be readable by this process, and fsync would dominate each run.
@@ -116,7 +123,7 @@ void check_manifest(std::string_view text) {
 int checkpoint(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 6) {
+  switch (data[0] % 7) {
     case 0:
       check_manifest(rest);
       break;
@@ -153,6 +160,18 @@ int checkpoint(const uint8_t* data, size_t size) {
     case 5:
       check_manifest(seal_manifest(rest));
       break;
+    case 6: {
+      // An optimizer shard of a model with as many parameters as its header says (up to 2^40), so that the
+      // range table is checked beyond the header's parameter count.
+      std::array<uint32_t, 7> raw{};
+      std::memcpy(raw.data(), rest.data(), std::min(rest.size(), sizeof(raw)));
+      const auto num_parameters = static_cast<int64_t>((uint64_t{raw[6]} << 32 | raw[5]) & ((uint64_t{1} << 40) - 1));
+      expect_clean([&] {
+        check_optimizer_shard(BinaryFile::in_memory(rest, "optimizer.rank00000-of-00001.bin", "optimizer shard"),
+                              num_parameters);
+      });
+      break;
+    }
   }
   return 0;
 }

@@ -16,10 +16,11 @@ int config_loader(const uint8_t* data, size_t size);
 // The bytes as a token shard file, read from memory: read_shard_header, then read_shard with vocabularies
 // 256 and 65536, whose tokens must be the bytes after the header.
 int token_shard(const uint8_t* data, size_t size);
-// The checkpoint readers; the first byte (mod 6) picks one: 0 manifest.yaml as given (its checksum is
+// The checkpoint readers; the first byte (mod 7) picks one: 0 manifest.yaml as given (its checksum is
 // checked), 1 state.yaml, 2 optimizer.bin (header and the size it claims), 3 model.bin (llm.c, any claimed
 // size), 4 a whole checkpoint directory whose manifest is the rest, 5 manifest.yaml with its checksum line
-// recomputed so that the YAML behind it is parsed; 4 recomputes it too.
+// recomputed so that the YAML behind it is parsed (4 recomputes it too), 6 an optimizer shard's header and
+// range table.
 int checkpoint(const uint8_t* data, size_t size);
 // Byte tokenizer: decode(encode(text)) == text, and decoding arbitrary ids (4 bytes each) fails cleanly.
 int byte_tokenizer(const uint8_t* data, size_t size);

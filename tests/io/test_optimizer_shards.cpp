@@ -165,6 +165,7 @@ TEST(OptimizerShards, HostileCountsAreCheckedAgainstTheFileSize) {
   AdamW back(OptimConfig{}, layout, *s.backend);
   auto message = [&] { return error_message([&] { read_optimizer_state(dir.path().string(), back, layout); }); };
 
+  EXPECT_EQ(check_optimizer_shard(BinaryFile::open(rank0.string(), "optimizer shard"), layout.num_parameters()), 2);
   poke<int32_t>(rank0, 4 * 4, std::numeric_limits<int32_t>::max());  // the number of ranges
   std::string m = message();
   EXPECT_NE(m.find("optimizer shard " + rank0.string() + ": its header claims the 1024-byte header and a table of "
