@@ -33,7 +33,7 @@ void combine_shuffle(LaneSlot* const* lanes, unsigned mask, int width) {
   const int clamp = kMode == ShuffleMode::kUp ? 0 : 31;
   for (int lane = 0; lane < kWarpSize; ++lane) {
     if (!(mask & (1u << lane))) continue;
-    const int b = lanes[lane]->arg;
+    const int b = lanes[lane]->arg & 31;  // bval[4:0]
     const int max_lane = (lane & segmask) | (clamp & ~segmask), min_lane = lane & segmask;
     int j = lane;
     bool valid = true;
