@@ -147,13 +147,13 @@ std::string failure_of_launch(void (*run)(int*)) {
 }
 
 TEST_F(EmuTest, MisusedWarpCollectivesAreErrors) {
-  std::string t = failure_of_launch([](int* o) { launch<lane_outside_mask>(dim3(1), dim3(32), 0, nullptr, o); });
+  std::string t = failure_of_launch([](int* o) { emu::launch<lane_outside_mask>(dim3(1), dim3(32), 0, nullptr, o); });
   EXPECT_NE(t.find("__shfl_sync with mask 0x00000001: the calling lane"), std::string::npos) << t;
-  t = failure_of_launch([](int* o) { launch<mask_names_missing_lanes>(dim3(1), dim3(48), 0, nullptr, o); });
+  t = failure_of_launch([](int* o) { emu::launch<mask_names_missing_lanes>(dim3(1), dim3(48), 0, nullptr, o); });
   EXPECT_NE(t.find("the mask names lanes that do not exist (warp 1 has 16 threads)"), std::string::npos) << t;
-  t = failure_of_launch([](int* o) { launch<mixed_collectives>(dim3(1), dim3(32), 0, nullptr, o); });
+  t = failure_of_launch([](int* o) { emu::launch<mixed_collectives>(dim3(1), dim3(32), 0, nullptr, o); });
   EXPECT_NE(t.find("met at different warp collectives"), std::string::npos) << t;
-  t = failure_of_launch([](int* o) { launch<exited_lane>(dim3(1), dim3(32), 0, nullptr, o); });
+  t = failure_of_launch([](int* o) { emu::launch<exited_lane>(dim3(1), dim3(32), 0, nullptr, o); });
   EXPECT_NE(t.find("deadlock"), std::string::npos) << t;
   EXPECT_NE(t.find("threads 7 have exited"), std::string::npos) << t;
   EXPECT_NE(t.find("wait at __any_sync with mask 0xffffffff"), std::string::npos) << t;
