@@ -245,8 +245,12 @@ ctx::fiber BlockRunner::thread_main(Thread& t, ctx::fiber&& sink) {
     launch_->body(launch_->params.get());
     cp_async_wait(-1);
   } catch (const Abort&) {
+  } catch (const ctx::detail::forced_unwind&) {
+    throw;  // Boost.Context unwinding a fiber: not the kernel's failure
   } catch (const std::exception& e) {
     if (error_.empty()) error_ = fmt::format("{}: {}", where(t), e.what());
+  } catch (...) {
+    if (error_.empty()) error_ = fmt::format("{}: an exception that is not a std::exception", where(t));
   }
   t.state = State::kDone;
   ++done_;

@@ -6,6 +6,7 @@
 // stream 0 waits for everything queued before it on every blocking stream, and an item on a blocking
 // stream waits for everything queued before it on stream 0 (non-blocking streams skip both).
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -287,6 +288,13 @@ void launch_kernel(KernelLaunch&& launch, CUstream_st* stream) {
     return;
   }
   enqueue(stream, [l = std::move(launch)] { run_grid(l); });
+  // CUDA_LAUNCH_BLOCKING=1, as with CUDA: each launch returns when its kernel has run, so a failure is
+  // reported by the launch's own error check.
+  static const bool blocking = [] {
+    const char* env = std::getenv("CUDA_LAUNCH_BLOCKING");
+    return env != nullptr && std::string(env) == "1";
+  }();
+  if (blocking) synchronize_stream(stream);
 }
 
 void configure_device(const DeviceConfig& config) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -254,6 +255,29 @@ TEST_F(EmuTest, ParametersAreCopiedPerThreadAndOutliveTheCaller) {
     n = 0;
   }
   for (int v : out.download()) EXPECT_EQ(v, 9);
+}
+
+}  // namespace
+}  // namespace gpt::cuda::test
+
+namespace gpt::cuda::test {
+namespace {
+
+// CUDA_LAUNCH_BLOCKING=1 makes each launch wait for its kernel, so the launch helper's own check reports
+// the failure. The variable is read once per process: tests/CMakeLists.txt runs this suite on its own.
+TEST(EmuLaunchBlocking, AFailingKernelFailsItsOwnLaunch) {
+  const char* env = std::getenv("CUDA_LAUNCH_BLOCKING");
+  if (env == nullptr || std::string(env) != "1") GTEST_SKIP() << "needs CUDA_LAUNCH_BLOCKING=1 (its own ctest entry)";
+  {
+    DeviceArray<int> out(64);
+    try {
+      launch<divergent_barrier>(dim3(1), dim3(64), 0, nullptr, out.get());
+      ADD_FAILURE() << "the launch returned";
+    } catch (const gpt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+    }
+  }
+  cudaDeviceReset();
 }
 
 }  // namespace
