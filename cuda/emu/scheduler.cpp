@@ -78,6 +78,9 @@ struct StackSwitch {
 struct Stack {
   char* base = nullptr;  // the lowest usable byte, above the guard page
   size_t size = 0;
+  // AddressSanitizer's fake stack (detect_stack_use_after_return) of the fibers on this stack. Kept from
+  // one fiber to the next: a fresh one per fiber would cost an mmap and munmap per CUDA thread.
+  void* fake_stack = nullptr;
 };
 
 // Stacks come from the block's pool; the fiber must not free them.
@@ -101,8 +104,7 @@ struct Thread {
   State state = State::kNew;
   ctx::fiber fiber;  // the suspended thread, as the scheduler holds it
   ctx::fiber sink;   // the scheduler, as the running thread holds it
-  Stack stack;
-  void* fake_stack = nullptr;
+  Stack* stack = nullptr;
   const char* waiting_at = nullptr;
   unsigned wait_mask = 0;
   LaneSlot slot{};
@@ -145,7 +147,7 @@ class BlockRunner {
   BlockRunner(const BlockRunner&) = delete;
   BlockRunner& operator=(const BlockRunner&) = delete;
   ~BlockRunner() {
-    for (const Stack& s : stacks_) munmap(s.base - page_size(), s.size + page_size());
+    for (const auto& s : stacks_) munmap(s->base - page_size(), s->size + page_size());
   }
 
   void run(const KernelLaunch& launch, uint3 block_idx, uint64_t seed);
@@ -160,7 +162,7 @@ class BlockRunner {
 
  private:
   static size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
-  Stack take_stack(size_t i);
+  Stack* take_stack(size_t i);
   void resume(Thread& t);
   void yield(Thread& t);
   ctx::fiber thread_main(Thread& t, ctx::fiber&& sink);
@@ -177,7 +179,7 @@ class BlockRunner {
   const KernelLaunch* launch_ = nullptr;
   uint3 block_idx_{};
   std::vector<Thread> threads_;
-  std::vector<Stack> stacks_;
+  std::vector<std::unique_ptr<Stack>> stacks_;  // stable addresses: threads point at theirs
   std::vector<Thread*> ready_, next_;
   size_t done_ = 0;
   Thread* current_ = nullptr;
@@ -202,16 +204,16 @@ BlockRunner& runner() {
   return *tls_runner;
 }
 
-Stack BlockRunner::take_stack(size_t i) {
+Stack* BlockRunner::take_stack(size_t i) {
   while (stacks_.size() <= i) {
     const size_t page = page_size();
     void* p = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     GPT_CHECK(p != MAP_FAILED, "CUDA emulator: cannot map a {} KiB stack for a kernel thread", kStackBytes >> 10);
     GPT_CHECK(mprotect(p, page, PROT_NONE) == 0, "CUDA emulator: cannot protect a kernel thread's guard page");
-    stacks_.push_back({static_cast<char*>(p) + page, kStackBytes});
+    stacks_.push_back(std::make_unique<Stack>(Stack{static_cast<char*>(p) + page, kStackBytes, nullptr}));
   }
-  return stacks_[i];
+  return stacks_[i].get();
 }
 
 void BlockRunner::resume(Thread& t) {
@@ -219,27 +221,27 @@ void BlockRunner::resume(Thread& t) {
   threadIdx = t.idx;
   if (t.state == State::kNew) {
     ctx::stack_context sctx;
-    sctx.size = t.stack.size;
-    sctx.sp = t.stack.base + t.stack.size;
+    sctx.size = t.stack->size;
+    sctx.sp = t.stack->base + t.stack->size;
     t.fiber = ctx::fiber(std::allocator_arg, ctx::preallocated(sctx.sp, sctx.size, sctx), PooledStack{},
                          [this, &t](ctx::fiber&& sink) { return thread_main(t, std::move(sink)); });
   }
   t.state = State::kReady;
-  StackSwitch::start(&scheduler_fake_stack_, t.stack.base, t.stack.size);
+  StackSwitch::start(&scheduler_fake_stack_, t.stack->base, t.stack->size);
   t.fiber = std::move(t.fiber).resume();
   StackSwitch::finish(scheduler_fake_stack_, nullptr, nullptr);
   current_ = nullptr;
 }
 
 void BlockRunner::yield(Thread& t) {
-  StackSwitch::start(&t.fake_stack, scheduler_stack_bottom_, scheduler_stack_size_);
+  StackSwitch::start(&t.stack->fake_stack, scheduler_stack_bottom_, scheduler_stack_size_);
   t.sink = std::move(t.sink).resume();
-  StackSwitch::finish(t.fake_stack, nullptr, nullptr);
+  StackSwitch::finish(t.stack->fake_stack, nullptr, nullptr);
   if (aborting_) throw Abort{};
 }
 
 ctx::fiber BlockRunner::thread_main(Thread& t, ctx::fiber&& sink) {
-  StackSwitch::finish(nullptr, &scheduler_stack_bottom_, &scheduler_stack_size_);
+  StackSwitch::finish(t.stack->fake_stack, &scheduler_stack_bottom_, &scheduler_stack_size_);
   t.sink = std::move(sink);
   try {
     launch_->body(launch_->params.get());
@@ -254,7 +256,7 @@ ctx::fiber BlockRunner::thread_main(Thread& t, ctx::fiber&& sink) {
   }
   t.state = State::kDone;
   ++done_;
-  StackSwitch::start(nullptr, scheduler_stack_bottom_, scheduler_stack_size_);
+  StackSwitch::start(&t.stack->fake_stack, scheduler_stack_bottom_, scheduler_stack_size_);
   return std::move(t.sink);
 }
 
@@ -329,7 +331,7 @@ void BlockRunner::abort_all() {
   barrier_waiters_.clear();
 #if defined(GPT_EMU_ASAN)
   // Frames left by the unwinding keep their redzones' poison; the stacks are reused.
-  for (const Stack& s : stacks_) ASAN_UNPOISON_MEMORY_REGION(s.base, s.size);
+  for (const auto& s : stacks_) ASAN_UNPOISON_MEMORY_REGION(s->base, s->size);
 #endif
 }
 

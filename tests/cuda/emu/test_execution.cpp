@@ -181,7 +181,8 @@ TEST_F(EmuTest, DivergentBarrierIsReportedAsADeadlockNamingTheKernel) {
   ASSERT_EQ(e, cudaErrorLaunchFailure);
   const std::string text = error_text(e);
   EXPECT_NE(text.find("deadlock in kernel '"), std::string::npos) << text;
-  EXPECT_NE(text.find("divergent_barrier' block (0,0,0) of 64 threads"), std::string::npos) << text;
+  EXPECT_NE(text.find("divergent_barrier' block ("), std::string::npos) << text;  // either block fails first
+  EXPECT_NE(text.find(",0,0) of 64 threads"), std::string::npos) << text;
   EXPECT_NE(text.find("threads 0-39 wait at __syncthreads"), std::string::npos) << text;
   EXPECT_NE(text.find("threads 40-63 have exited"), std::string::npos) << text;
   // Sticky, as a CUDA context after a failed kernel: every later call reports it until a reset.
