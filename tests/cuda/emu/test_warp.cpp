@@ -159,6 +159,40 @@ TEST_F(EmuTest, MisusedWarpCollectivesAreErrors) {
   EXPECT_NE(t.find("wait at __any_sync with mask 0xffffffff"), std::string::npos) << t;
 }
 
+// A warp-synchronous tree sum through shared memory. Without __syncwarp it relies on lanes running in
+// lock-step, which Volta's independent thread scheduling does not promise; the emulator runs the lanes
+// one after another in a shuffled order, so the missing __syncwarp shows.
+template <bool kSync>
+__global__ void warp_tree_sum(const int* in, int* out) {
+  __shared__ int s[32];
+  const int lane = threadIdx.x;
+  s[lane] = in[lane];
+  if (kSync) __syncwarp();
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const int v = lane < offset ? s[lane] + s[lane + offset] : 0;
+    if (kSync) __syncwarp();
+    if (lane < offset) s[lane] = v;
+    if (kSync) __syncwarp();
+  }
+  if (lane == 0) *out = s[0];
+}
+
+TEST_F(EmuTest, MissingSyncwarpIsCaughtAndSyncwarpFixesIt) {
+  int caught = 0;
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    emu::set_schedule_seed(seed);
+    std::vector<int> in(32);
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) sum += in[i] = static_cast<int>(seed * 1000) + i * i;
+    DeviceArray<int> d_in(in), out(1);
+    launch<warp_tree_sum<true>>(dim3(1), dim3(32), 0, nullptr, d_in.get(), out.get());
+    EXPECT_EQ(out.download()[0], sum) << "seed " << seed;
+    launch<warp_tree_sum<false>>(dim3(1), dim3(32), 0, nullptr, d_in.get(), out.get());
+    caught += out.download()[0] != sum;
+  }
+  EXPECT_EQ(caught, 4) << "the kernel without __syncwarp summed right under some seeds";
+}
+
 // Many blocks on several host threads: the atomics must be real ones.
 __global__ void atomics(int* i, unsigned* u, unsigned long long* ull, float* f, double* d, int* mx, int* mn,
                         unsigned* exch_count, double* cas_sum) {
