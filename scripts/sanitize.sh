@@ -16,7 +16,8 @@
 #     TrainerResume.EachRecipeAndRecomputeModeResumesBitwise.
 #   - CrashResume.TwentyRandomKillsNeverCostMoreThanTheLastCheckpoint (30 s): ~40 instrumented gpt-train
 #     runs; CrashResume.SigkillThenResumeIsBitwiseIdentical covers the same kill, resume and bitwise check.
-# Every other test runs, mpi2.* (gpt_dist_tests under mpirun) included.
+# Every other test runs, mpi2.* (gpt_dist_tests under mpirun) and the CUDA emulator's gpt_cuda_emu_tests
+# (GPT_CUDA_EMU=ON: emulated kernels are instrumented, so an out-of-bounds access in one fails) included.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build="${GPT_SANITIZE_BUILD_DIR:-$root/build-san}"
@@ -35,7 +36,7 @@ read -r -a targets <<< "${GPT_SANITIZE_TARGETS:-}"
 "$root/scripts/install_fuzz_deps.sh"
 mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-16 \
-  -DCMAKE_C_COMPILER=clang-16 -DGPT_CUDA=OFF -DGPT_SANITIZE=ON -DGPT_FUZZ=ON \
+  -DCMAKE_C_COMPILER=clang-16 -DGPT_CUDA=OFF -DGPT_CUDA_EMU=ON -DGPT_SANITIZE=ON -DGPT_FUZZ=ON \
   "-DGPT_SANITIZE_FLAGS=${GPT_SANITIZE_FLAGS:--O1 -gline-tables-only}" > "$build/configure.log" 2>&1 ||
   { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"}

@@ -7,7 +7,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install_deps.sh"
-"$root/scripts/build.sh" "$@"
+# GPT_CUDA_EMU=ON: the CUDA kernels also run on the host emulator, in gpt_cuda_emu_tests.
+"$root/scripts/build.sh" -DGPT_CUDA_EMU=ON "$@"
 (cd "$root/build" && ctest --output-on-failure -j "$(nproc)" --timeout 600)
 case "${GPT_TEST_SANITIZE:-0}" in
   0) ;;
