@@ -3,7 +3,7 @@
 //
 // Conversions to FP8 round to nearest even once from the input (cvt.rn.satfinite{.e4m3x2,.e5m2x2});
 // __NV_SATFINITE clamps to +-max, __NV_NOSAT overflows to NaN (E4M3, which has no inf) or inf (E5M2),
-// with the sign kept; NaN in gives the canonical 0x7F. Conversions from FP8 to half are exact; a NaN
+// with the sign kept; NaN in gives the canonical 0x7F (but see __nv_cvt_double_to_fp8). Conversions from FP8 to half are exact; a NaN
 // code gives the half NaN 0x7FFF with the sign discarded, as cuda_fp8.hpp's host path does.
 #pragma once
 
@@ -20,6 +20,14 @@ enum __nv_saturation_t { __NV_NOSAT = 0, __NV_SATFINITE = 1 };
 enum __nv_fp8_interpretation_t { __NV_E4M3 = 0, __NV_E5M2 = 1 };
 
 inline __nv_fp8_storage_t __nv_cvt_double_to_fp8(double x, __nv_saturation_t sat, __nv_fp8_interpretation_t k) {
+  // cuda_fp8.hpp keeps a double NaN's sign, and for E5M2 the payload's top two mantissa bits (0x7E | m);
+  // the float overload canonicalises first, to 0x7F. This software path is the device's too (there is
+  // no cvt from f64 to FP8).
+  if (std::isnan(x)) {
+    const uint64_t u = f64_bits(x);
+    const unsigned sign = static_cast<unsigned>(u >> 63) << 7;
+    return static_cast<__nv_fp8_storage_t>(sign | (k == __NV_E4M3 ? 0x7Fu : 0x7Eu | ((u >> 50) & 3u)));
+  }
   const bool s = sat == __NV_SATFINITE;
   return k == __NV_E4M3 ? E4m3Format::encode(x, s) : E5m2Format::encode(x, s);
 }

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -86,6 +87,23 @@ TEST(FormatsToolkit, Fp8EveryCodeAndEveryRoundingBoundary) {
         ASSERT_EQ(__nv_cvt_bfloat16raw_to_fp8(__nv_bfloat16_raw{u}, s, k), tk::bfloat16raw_to_fp8(u, sat, e5m2)) << c;
       }
   }
+}
+
+// From double the conversions round once too (the toolkit's host path rounds to odd in float first):
+// each boundary float nudged by one double ulp either way lands just off a halfway point. NaN payloads
+// matter here: the double-to-FP8 path keeps some (fp8.h).
+TEST(FormatsToolkit, EncodeFromDoubleRoundsOnce) {
+  GPT_REQUIRE_TOOLKIT();
+  for (float f : boundary_floats())
+    for (double x : {std::nextafter(double(f), -INFINITY), double(f), std::nextafter(double(f), INFINITY)}) {
+      ASSERT_EQ(__bfloat16_as_ushort(__double2bfloat16(x)), tk::double_to_bf16(x)) << x;
+      ASSERT_EQ(__half_as_ushort(__double2half(x)), tk::double_to_f16(x)) << x;
+      for (bool e5m2 : {false, true})
+        for (bool sat : {false, true})
+          ASSERT_EQ(__nv_cvt_double_to_fp8(x, sat ? __NV_SATFINITE : __NV_NOSAT, e5m2 ? __NV_E5M2 : __NV_E4M3),
+                    tk::double_to_fp8(x, sat, e5m2))
+              << x;
+    }
 }
 
 TEST(FormatsToolkit, AddSubMulOnRandomAndSpecialCodes) {

@@ -33,6 +33,8 @@ bool available() { return true; }
 
 uint16_t float_to_bf16(float x) { return code(__float2bfloat16(x)); }
 uint16_t float_to_f16(float x) { return code(__float2half(x)); }
+uint16_t double_to_bf16(double x) { return code(__double2bfloat16(x)); }
+uint16_t double_to_f16(double x) { return code(__double2half(x)); }
 float bf16_to_float(uint16_t c) { return __bfloat162float(bf16(c)); }
 float f16_to_float(uint16_t c) { return __half2float(f16(c)); }
 uint16_t bf16_add(uint16_t a, uint16_t b) { return code(__hadd(bf16(a), bf16(b))); }
@@ -43,6 +45,7 @@ uint16_t f16_sub(uint16_t a, uint16_t b) { return code(__hsub(f16(a), f16(b))); 
 uint16_t f16_mul(uint16_t a, uint16_t b) { return code(__hmul(f16(a), f16(b))); }
 
 uint8_t float_to_fp8(float x, bool s, bool e5m2) { return __nv_cvt_float_to_fp8(x, sat(s), kind(e5m2)); }
+uint8_t double_to_fp8(double x, bool s, bool e5m2) { return __nv_cvt_double_to_fp8(x, sat(s), kind(e5m2)); }
 uint8_t halfraw_to_fp8(uint16_t h, bool s, bool e5m2) {
   __half_raw r;
   r.x = h;

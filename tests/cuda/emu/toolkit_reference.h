@@ -13,6 +13,8 @@ bool available();
 
 uint16_t float_to_bf16(float x);
 uint16_t float_to_f16(float x);
+uint16_t double_to_bf16(double x);
+uint16_t double_to_f16(double x);
 float bf16_to_float(uint16_t code);
 float f16_to_float(uint16_t code);
 uint16_t bf16_add(uint16_t a, uint16_t b);
@@ -24,6 +26,7 @@ uint16_t f16_mul(uint16_t a, uint16_t b);
 
 // FP8: e5m2 selects __NV_E5M2 over __NV_E4M3, satfinite __NV_SATFINITE over __NV_NOSAT.
 uint8_t float_to_fp8(float x, bool satfinite, bool e5m2);
+uint8_t double_to_fp8(double x, bool satfinite, bool e5m2);
 uint8_t halfraw_to_fp8(uint16_t h, bool satfinite, bool e5m2);
 uint8_t bfloat16raw_to_fp8(uint16_t b, bool satfinite, bool e5m2);
 uint16_t fp8_to_halfraw(uint8_t code, bool e5m2);
