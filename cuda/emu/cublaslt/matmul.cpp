@@ -76,6 +76,21 @@ float gelu_grad(float x) {
 
 float scale_or_one(const void* p) { return p == nullptr ? 1.0f : *static_cast<const float*>(p); }
 
+// The k-sum of one output element in FP32, as kLanes interleaved partial sums added pairwise at the end:
+// a fixed order (so results are reproducible) that the compiler can vectorise, where one running sum
+// cannot be reordered. A GPU's order is unspecified anyway (cublaslt.h).
+constexpr int kLanes = 16;
+float dot(const float* x, const float* y, int64_t k) {
+  float lane[kLanes] = {};
+  int64_t q = 0;
+  for (; q + kLanes <= k; q += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] += x[q + l] * y[q + l];
+  for (int l = 0; q < k; ++q, ++l) lane[l] += x[q] * y[q];
+  for (int width = kLanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+  return lane[0];
+}
+
 }  // namespace
 
 void run_matmul(const Problem& p, float alpha, float beta, const void* A, const void* B, const void* C, void* D) {
@@ -114,11 +129,7 @@ void run_matmul(const Problem& p, float alpha, float beta, const void* A, const 
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < m; ++i) {
-        const float* x = &opa[static_cast<size_t>(i * k)];
-        const float* y = &opb[static_cast<size_t>(j * k)];
-        float acc = 0.0f;
-        for (int64_t q = 0; q < k; ++q) acc += x[q] * y[q];
-        t[static_cast<size_t>(i + j * m)] = acc;
+        t[static_cast<size_t>(i + j * m)] = dot(&opa[static_cast<size_t>(i * k)], &opb[static_cast<size_t>(j * k)], k);
       }
 
     // The epilogue, in one thread: it is O(m n) against the product's O(m n k), and the bias gradients'
