@@ -27,7 +27,8 @@
 //   - TRANSC other than N (cublasLt.h: "only CUBLAS_OP_N is supported"): NOT_SUPPORTED
 //   - what this emulation does not model, though cuBLASLt has it: other orders (ROW, COL32, ...), RELU
 //     epilogues, other compute types (16F, 32F_FAST_16F/16BF, 64F, 32I), device-vector alpha, bias or aux
-//     types other than the default: NOT_SUPPORTED, with the reason in cublaslt_last_refusal().
+//     types other than the default, aux epilogues with an FP8 D: NOT_SUPPORTED, with the reason in
+//     cublaslt_last_refusal().
 // The workspace is not modelled: every emulated algorithm needs none, so none is ever too small.
 #include "emu/cublaslt/descriptors.h"
 
@@ -148,8 +149,11 @@ cublasStatus_t check_epilogue(Problem& p, const cublasLtMatmulDescOpaque_t& d) {
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
                   fmt::format("bias type {} is not emulated here; this combination takes {}", d.bias_type, bias_default));
   p.bias_type = static_cast<cudaDataType_t>(bias_default);
-  // The GELU input matrix takes D's type, or C's for FP8 D (cublasLt.h, EPILOGUE_AUX_DATA_TYPE).
-  const int32_t aux_default = is_fp8(td) ? tc : td;
+  // The GELU input matrix takes D's type (cublasLt.h, EPILOGUE_AUX_DATA_TYPE). With an FP8 D it is E4M3
+  // or F16 "with some restrictions", scaled by EPILOGUE_AUX_SCALE_POINTER: not emulated.
+  if (has_aux(e) && is_fp8(td))
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "aux epilogues with an FP8 D (scaled aux) are not emulated");
+  const int32_t aux_default = td;
   if (d.aux_type != -1 && d.aux_type != aux_default)
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
                   fmt::format("aux type {} is not emulated here; this combination takes {}", d.aux_type, aux_default));

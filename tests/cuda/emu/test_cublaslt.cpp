@@ -54,7 +54,7 @@ cudaDataType_t bias_type_of(const Case& c) {
   if (!is_fp8(c.ta)) return c.td;
   return c.tc == CUDA_R_32F ? CUDA_R_16BF : c.tc;
 }
-cudaDataType_t aux_type_of(const Case& c) { return is_fp8(c.td) ? c.tc : c.td; }
+cudaDataType_t aux_type_of(const Case& c) { return c.td; }
 
 std::string describe(const Case& c) {
   return fmt::format("types {} {} {} {} m {} n {} k {} trans {}{} batch {} beta {} epilogue {}", static_cast<int>(c.ta),
@@ -263,6 +263,7 @@ TEST(CublasLt, Fp8WithScalesAndAmax) {
   for (const Types& t : fp8_types)
     for (uint32_t e : {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS})
       for (float beta : {0.0f, 0.5f}) {
+        if (e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS && is_fp8(t.d)) continue;  // refused (test_cublaslt_refusals)
         Case c{t.a, t.b, t.c, t.d};
         // TN, k and the leading dimensions multiples of 16 elements, n free.
         c.m = 32, c.n = 21, c.k = 48, c.pad = 16;

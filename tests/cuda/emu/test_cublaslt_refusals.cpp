@@ -79,6 +79,10 @@ const Refusal kRefusals[] = {
      [](auto&, auto&, auto&, auto&, auto&, auto&, auto&, auto&, Call& c) {
        c.epilogue = CUBLASLT_EPILOGUE_DGELU, c.aux = vector_sink, c.aux_ld = 24;
      }},
+    {"GELU aux with an FP8 D", CUBLAS_STATUS_NOT_SUPPORTED,
+     [](auto&, auto&, auto&, cudaDataType_t& td, auto&, auto&, auto&, auto&, Call& c) {
+       td = CUDA_R_8F_E4M3, c.epilogue = CUBLASLT_EPILOGUE_GELU_AUX, c.aux = vector_sink, c.aux_ld = 32;
+     }},
     {"TRANSC", CUBLAS_STATUS_NOT_SUPPORTED,
      [](auto&, auto&, auto&, auto&, auto&, auto&, auto&, auto&, Call& c) { c.transc = CUBLAS_OP_T; }},
     {"compute 16F", CUBLAS_STATUS_NOT_SUPPORTED,
