@@ -40,6 +40,11 @@ typedef struct {
   int reserved[4];
 } cublasLtMatmulHeuristicResult_t;
 
+// The enumerator's name ("CUBLAS_STATUS_NOT_SUPPORTED"); the string adds the emulator's last refusal reason
+// when the status is that of the last failed call on this thread.
+const char* cublasLtGetStatusName(cublasStatus_t status);
+const char* cublasLtGetStatusString(cublasStatus_t status);
+
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle);
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle);
 
@@ -64,6 +69,9 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref);
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
                                                     cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
                                                     size_t size);
+cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, void* buf, size_t size,
+                                                    size_t* size_written);
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                                               cublasLtMatrixLayout_t a_desc, cublasLtMatrixLayout_t b_desc,

@@ -10,6 +10,8 @@ namespace gpt::emu::cublaslt {
 namespace {
 
 thread_local std::string last_refusal;
+thread_local cublasStatus_t last_refusal_status = CUBLAS_STATUS_SUCCESS;
+thread_local std::string status_string;
 
 // One attribute: where its value lives and how many bytes it has.
 struct Field {
@@ -115,10 +117,14 @@ cublasStatus_t destroy(T* p) {
 
 cublasStatus_t refuse(cublasStatus_t status, std::string why) {
   last_refusal = std::move(why);
+  last_refusal_status = status;
   return status;
 }
 
-void clear_refusal() { last_refusal.clear(); }
+void clear_refusal() {
+  last_refusal.clear();
+  last_refusal_status = CUBLAS_STATUS_SUCCESS;
+}
 
 }  // namespace gpt::emu::cublaslt
 
@@ -126,6 +132,24 @@ const char* gpt::emu::cublaslt_last_refusal() { return cublaslt::last_refusal.c_
 
 using gpt::emu::cublaslt::clear_refusal;
 using gpt::emu::cublaslt::refuse;
+
+const char* cublasLtGetStatusName(cublasStatus_t status) {
+  switch (status) {
+#define GPT_EMU_STATUS_NAME(name, value) \
+  case name: return #name;
+    GPT_EMU_CUBLAS_STATUS(GPT_EMU_STATUS_NAME)
+#undef GPT_EMU_STATUS_NAME
+  }
+  return "CUBLAS_STATUS_UNKNOWN";
+}
+
+const char* cublasLtGetStatusString(cublasStatus_t status) {
+  auto& out = gpt::emu::cublaslt::status_string;
+  out = cublasLtGetStatusName(status);
+  if (status != CUBLAS_STATUS_SUCCESS && status == gpt::emu::cublaslt::last_refusal_status)
+    out += " (emulator: " + gpt::emu::cublaslt::last_refusal + ")";
+  return out.c_str();
+}
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   if (handle == nullptr) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtCreate: null handle pointer");
@@ -208,4 +232,12 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     size_t size) {
   if (pref == nullptr) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceSetAttribute: null preference");
   return gpt::emu::cublaslt::set_field(gpt::emu::cublaslt::preference_field(*pref, attr), buf, size, "preference", attr);
+}
+
+cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, void* buf, size_t size,
+                                                    size_t* size_written) {
+  if (pref == nullptr) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceGetAttribute: null preference");
+  return gpt::emu::cublaslt::get_field(gpt::emu::cublaslt::preference_field(*pref, attr), buf, size, size_written,
+                                       "preference", attr);
 }

@@ -4,6 +4,10 @@
 
 #include "emu/formats/narrow16.h"
 
+// The runtime's vector type (emu/runtime.h defines it, as CUDA's vector_types.h does); declared here so the
+// conversions to it below can name it as their default result type.
+struct float2;
+
 namespace gpt::emu {
 
 struct __nv_bfloat16_raw {
@@ -26,6 +30,10 @@ inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { ret
 template <class Float2>
 __nv_bfloat162 __float22bfloat162_rn(const Float2& f) {
   return __nv_bfloat162(__nv_bfloat16(static_cast<float>(f.x)), __nv_bfloat16(static_cast<float>(f.y)));
+}
+template <class Float2 = ::float2>
+Float2 __bfloat1622float2(__nv_bfloat162 h) {
+  return Float2{float(h.x), float(h.y)};
 }
 inline float __low2float(__nv_bfloat162 h) { return float(h.x); }
 inline float __high2float(__nv_bfloat162 h) { return float(h.y); }
@@ -61,6 +69,7 @@ using gpt::emu::__floats2bfloat162_rn;
 using gpt::emu::__float2bfloat162_rn;
 using gpt::emu::__halves2bfloat162;
 using gpt::emu::__float22bfloat162_rn;
+using gpt::emu::__bfloat1622float2;
 using gpt::emu::__low2float;
 using gpt::emu::__high2float;
 using gpt::emu::__low2bfloat16;

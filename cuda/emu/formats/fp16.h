@@ -4,6 +4,10 @@
 
 #include "emu/formats/narrow16.h"
 
+// The runtime's vector type (emu/runtime.h defines it, as CUDA's vector_types.h does); declared here so the
+// conversions to it below can name it as their default result type.
+struct float2;
+
 namespace gpt::emu {
 
 struct __half_raw {
@@ -26,6 +30,10 @@ inline __half2 __halves2half2(__half a, __half b) { return __half2(a, b); }
 template <class Float2>
 __half2 __float22half2_rn(const Float2& f) {
   return __half2(__half(static_cast<float>(f.x)), __half(static_cast<float>(f.y)));
+}
+template <class Float2 = ::float2>
+Float2 __half22float2(__half2 h) {
+  return Float2{float(h.x), float(h.y)};
 }
 inline float __low2float(__half2 h) { return float(h.x); }
 inline float __high2float(__half2 h) { return float(h.y); }
@@ -61,6 +69,7 @@ using gpt::emu::__floats2half2_rn;
 using gpt::emu::__float2half2_rn;
 using gpt::emu::__halves2half2;
 using gpt::emu::__float22half2_rn;
+using gpt::emu::__half22float2;
 using gpt::emu::__low2float;
 using gpt::emu::__high2float;
 using gpt::emu::__low2half;

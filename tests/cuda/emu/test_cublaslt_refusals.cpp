@@ -246,9 +246,21 @@ TEST(CublasLtAttributes, SetGetSizesAndDefaults) {
   const uint32_t small = 4;
   EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &small, sizeof small),
             CUBLAS_STATUS_INVALID_VALUE);
+  const uint64_t workspace = 1 << 20;
+  uint64_t back_ws = 0;
+  EXPECT_EQ(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                 sizeof workspace),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatmulPreferenceGetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &back_ws,
+                                                 sizeof back_ws, &written),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(back_ws, workspace);
   EXPECT_EQ(cublasLtMatmulPreferenceDestroy(pref), CUBLAS_STATUS_SUCCESS);
 
   EXPECT_EQ(cublasLtDestroy(nullptr), CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_STREQ(cublasLtGetStatusName(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
+  EXPECT_NE(std::string(cublasLtGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED)).find("not a handle"), std::string::npos);
+  EXPECT_STREQ(cublasLtGetStatusString(CUBLAS_STATUS_SUCCESS), "CUBLAS_STATUS_SUCCESS");
 }
 
 TEST(CublasLtAttributes, CublasCheckNamesTheStatus) {

@@ -104,6 +104,10 @@ TEST(Formats, PairsAndTheirIntrinsics) {
   };
   const __nv_bfloat162 p = __float22bfloat162_rn(F2{1.00390625f, -3.0f});  // 1 + 2^-8 ties to 1
   EXPECT_EQ(__low2float(p), 1.0f);
+  const F2 back = __bfloat1622float2<F2>(p);  // float2 comes with emu/runtime.h; any {x, y} aggregate works
+  EXPECT_EQ(back.x, 1.0f);
+  EXPECT_EQ(back.y, -3.0f);
+  EXPECT_EQ(__half22float2<F2>(__floats2half2_rn(0.5f, 0.25f)).y, 0.25f);
   EXPECT_EQ(__high2float(p), -3.0f);
   const __half2 h = __floats2half2_rn(0.1f, 2.0f);
   EXPECT_EQ(__half_as_ushort(__low2half(h)), __half_as_ushort(__float2half(0.1f)));
