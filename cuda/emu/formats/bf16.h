@@ -13,7 +13,7 @@ namespace gpt::emu {
 struct __nv_bfloat16_raw {
   unsigned short x;
 };
-struct __nv_bfloat162_raw {
+struct alignas(4) __nv_bfloat162_raw {  // __CUDA_ALIGN__(4), as the toolkit has it
   unsigned short x, y;
 };
 using __nv_bfloat16 = detail::Narrow16<Bf16Format, __nv_bfloat16_raw>;

@@ -13,7 +13,7 @@ namespace gpt::emu {
 struct __half_raw {
   unsigned short x;
 };
-struct __half2_raw {
+struct alignas(4) __half2_raw {  // __CUDA_ALIGN__(4), as the toolkit has it
   unsigned short x, y;
 };
 using __half = detail::Narrow16<F16Format, __half_raw>;

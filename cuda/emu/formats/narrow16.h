@@ -60,9 +60,10 @@ class Narrow16 {
   static unsigned short negated(unsigned short c) { return static_cast<unsigned short>(c ^ 0x8000u); }
 };
 
-// The pair types (__half2, __nv_bfloat162): two scalars, x the low half of the 32-bit word.
+// The pair types (__half2, __nv_bfloat162): two scalars, x the low half of the 32-bit word, aligned to 4
+// bytes like the toolkit's (__CUDA_ALIGN__(4)), so kernels may move a pair as one 32-bit word.
 template <class Scalar, class Raw2>
-struct Narrow16x2 {
+struct alignas(4) Narrow16x2 {
   Scalar x, y;
   Narrow16x2() = default;
   Narrow16x2(Scalar a, Scalar b) : x(a), y(b) {}

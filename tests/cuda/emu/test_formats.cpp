@@ -9,7 +9,18 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <type_traits>
 #include <vector>
+
+// The toolkit's sizes and alignments (static_asserted for the toolkit in toolkit_reference.cpp): kernels
+// move these types through shared memory and reinterpret pairs as 32-bit words.
+static_assert(sizeof(__half) == 2 && alignof(__half) == 2 && sizeof(__half2) == 4 && alignof(__half2) == 4);
+static_assert(sizeof(__nv_bfloat16) == 2 && alignof(__nv_bfloat16) == 2);
+static_assert(sizeof(__nv_bfloat162) == 4 && alignof(__nv_bfloat162) == 4);
+static_assert(sizeof(__half2_raw) == 4 && alignof(__half2_raw) == 4 && alignof(__nv_bfloat162_raw) == 4);
+static_assert(sizeof(__nv_fp8_e4m3) == 1 && sizeof(__nv_fp8_e5m2) == 1);
+static_assert(std::is_trivially_copyable_v<__nv_bfloat16> && std::is_trivially_copyable_v<__half2> &&
+              std::is_trivially_copyable_v<__nv_fp8_e4m3>);
 
 namespace {
 

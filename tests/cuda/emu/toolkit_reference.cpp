@@ -9,6 +9,13 @@
 
 #include <cstring>
 
+// The layouts test_formats.cpp asserts for the emulated types, here for the toolkit's.
+static_assert(sizeof(__half) == 2 && alignof(__half) == 2 && sizeof(__half2) == 4 && alignof(__half2) == 4);
+static_assert(sizeof(__nv_bfloat16) == 2 && alignof(__nv_bfloat16) == 2);
+static_assert(sizeof(__nv_bfloat162) == 4 && alignof(__nv_bfloat162) == 4);
+static_assert(sizeof(__half2_raw) == 4 && alignof(__half2_raw) == 4 && alignof(__nv_bfloat162_raw) == 4);
+static_assert(sizeof(__nv_fp8_e4m3) == 1 && sizeof(__nv_fp8_e5m2) == 1);
+
 namespace gpt::test::toolkit {
 namespace {
 
