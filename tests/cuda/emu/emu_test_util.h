@@ -1,5 +1,5 @@
 // Helpers of the emulator's tests: device buffers, and a fixture that leaves the emulated device clean
-// (no allocation, no sticky error, seed 0) for the next test whatever this one did.
+// (no allocation, no sticky error, the process's seed) for the next test whatever this one did.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,10 +14,14 @@ namespace gpt::cuda::test {
 
 class EmuTest : public ::testing::Test {
  protected:
+  void SetUp() override { seed_ = emu::schedule_seed(); }
   void TearDown() override {
     cudaDeviceReset();
-    emu::set_schedule_seed(0);
+    emu::set_schedule_seed(seed_);  // the process's seed (GPT_CUDA_EMU_SEED), whatever the test swept
   }
+
+ private:
+  uint64_t seed_ = 0;
 };
 
 template <class T>

@@ -283,3 +283,16 @@ TEST(EmuLaunchBlocking, AFailingKernelFailsItsOwnLaunch) {
 
 }  // namespace
 }  // namespace gpt::cuda::test
+
+namespace gpt::cuda::test {
+namespace {
+
+// GPT_CUDA_EMU_SEED sets the schedule seed of the whole process (its own ctest entry sets it to 7).
+TEST(EmuSeedFromEnvironment, SetsTheScheduleSeed) {
+  const char* env = std::getenv("GPT_CUDA_EMU_SEED");
+  if (env == nullptr) GTEST_SKIP() << "needs GPT_CUDA_EMU_SEED (its own ctest entry)";
+  EXPECT_EQ(emu::schedule_seed(), std::strtoull(env, nullptr, 0));
+}
+
+}  // namespace
+}  // namespace gpt::cuda::test

@@ -30,6 +30,7 @@ __global__ void read_past_dynamic_shared(float* out) {
 class EmuSanitizerTest : public EmuTest {
  protected:
   void SetUp() override {
+    EmuTest::SetUp();
 #if !defined(GPT_TEST_ASAN)
     GTEST_SKIP() << "needs the AddressSanitizer build (scripts/sanitize.sh)";
 #endif
