@@ -69,6 +69,7 @@ struct TrainConfig {
   double sample_temperature = 1.0;
   int sample_top_k = 0;
   bool resume = false;
+  bool overwrite = false;
   std::string on_nonfinite = "stop";
 
   template <class V>
@@ -89,6 +90,7 @@ struct TrainConfig {
     v.field("sample_temperature", sample_temperature, "Sampling temperature (> 0).");
     v.field("sample_top_k", sample_top_k, "Sample among the k most likely tokens only (0 = all).");
     v.field("resume", resume, "Continue from the latest checkpoint in the run directory, if there is one.");
+    v.field("overwrite", overwrite, "A fresh run (resume false) into a log.run_dir that holds a run (checkpoints or metrics) is refused unless this is true; then the old run is first moved to <run_dir>.old-<time>.");
     v.choice("on_nonfinite", on_nonfinite, {"stop", "skip"}, "A step whose loss or gradient norm is NaN or Inf: stop writes a checkpoint of the last good state and ends the run naming the first non-finite gradient tensor; skip drops that step's update (no optimizer step), counts and logs it, and goes on.");
   }
 };

@@ -12,6 +12,7 @@
 #include "train/nonfinite.h"
 #include "train/precision_state.h"
 #include "train/resume.h"
+#include "train/run_directory.h"
 #include "train/sampler.h"
 #include "train/stop_request.h"
 
@@ -76,6 +77,11 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
     comm_ = own_comm_.get();
   }
   const int rank = comm_->rank(), world = comm_->world_size();
+  // Before anything is allocated: the run directory is this run's, or the run does not start.
+  if (rank == 0) {
+    run_lock_ = std::make_unique<RunDirectoryLock>(config_.log.run_dir);
+    prepare_run_directory(config_.log.run_dir, config_.train.resume, config_.train.overwrite);
+  }
   if (config_.train.global_batch_tokens > 0) {
     TrainConfig& tc = config_.train;
     const int64_t per_micro_step = static_cast<int64_t>(tc.batch_size) * tc.seq_len * world;
@@ -161,7 +167,6 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   }
   dp_->broadcast_parameters();  // every rank starts from rank 0's weights
 
-  if (rank == 0) fs::create_directories(config_.log.run_dir);
   if (t.resume) {
     // Rank 0 picks the checkpoint (verifying it, and setting damaged ones aside); every rank resumes from that
     // one, which it must see: log.run_dir has to be on a filesystem all nodes share.

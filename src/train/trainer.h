@@ -13,6 +13,7 @@
 #include "optim/adamw.h"
 #include "precision/recipe.h"
 #include "train/metrics.h"
+#include "train/run_directory.h"
 
 #include <functional>
 #include <memory>
@@ -87,6 +88,7 @@ class Trainer {
   // Whether a stop was requested on any rank (a collective: every rank asks at the same points).
   bool stop_everywhere();
 
+  std::unique_ptr<RunDirectoryLock> run_lock_;  // rank 0; declared first so it is released last
   Config config_;
   std::string config_yaml_;
   std::unique_ptr<Communicator> own_comm_;
