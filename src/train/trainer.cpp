@@ -9,6 +9,7 @@
 #include "memory/arena_usage.h"
 #include "memory/planner.h"
 #include "optim/lr_schedule.h"
+#include "train/data_check.h"
 #include "train/nonfinite.h"
 #include "train/precision_state.h"
 #include "train/resume.h"
@@ -146,6 +147,11 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
                                rank, world};
     val_loader_ = std::make_unique<DataLoader>(val_opts);
   }
+  if (rank == 0) {
+    std::vector<std::string> shards = train_loader_->shard_paths();
+    if (val_loader_) shards.insert(shards.end(), val_loader_->shard_paths().begin(), val_loader_->shard_paths().end());
+    check_shard_tokens(shards, config_.model.vocab_size, kStartTokenCheckBytes);
+  }
   inputs_.resize(static_cast<size_t>(t.grad_accum_steps) * t.batch_size * t.seq_len);
   targets_.resize(inputs_.size());
 
@@ -200,9 +206,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
     }
   }
   if (rank == 0) {
-    std::ofstream out(fs::path(config_.log.run_dir) / "config.yaml");
-    out << config_yaml_;
-    GPT_CHECK(out.good(), "cannot write '{}/config.yaml'", config_.log.run_dir);
+    write_file_durably((fs::path(config_.log.run_dir) / "config.yaml").string(), config_yaml_);
     metrics_ = std::make_unique<MetricsWriter>((fs::path(config_.log.run_dir) / "metrics.jsonl").string());
   }
 }
@@ -407,23 +411,44 @@ std::string Trainer::write_checkpoint(std::optional<LoaderPosition> loader) {
   return dir;
 }
 
-TrainSummary Trainer::run() {
-  log_start();
+void Trainer::fail_keeping_last_good_state(const std::exception& error, std::optional<LoaderPosition> good,
+                                           int64_t first_step) {
+  // Only a state between steps is worth saving, and only where one process can save it alone: rank 0 of
+  // a job whose optimizer state is not sharded (ZeRO-1 checkpoints take every rank, which may be gone).
+  const bool alone = comm_->world_size() == 1 || (comm_->rank() == 0 && dp_->zero_stage() == 0);
+  if (!good || !alone) throw;
+  if (step_ == checkpointed_step_)
+    GPT_FAIL("{}; the last good state, step {}, is the checkpoint '{}'; fix the cause and continue with --set "
+             "train.resume=true", error.what(), step_, checkpoint_dir(config_.log.run_dir, step_));
+  if (step_ == first_step)
+    GPT_FAIL("{}; no step was completed since the start, so there is nothing new to save", error.what());
+  spdlog::error("{}; writing a checkpoint of the last good state, step {}", error.what(), step_);
+  std::string dir;
+  try {
+    dir = write_checkpoint(good);
+  } catch (const std::exception& e) {
+    GPT_FAIL("{}; writing a checkpoint of step {} failed too: {}", error.what(), step_, e.what());
+  }
+  GPT_FAIL("{}; the last good state, step {}, is in '{}'; fix the cause and continue with --set train.resume=true",
+           error.what(), step_, dir);
+}
+
+void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& total_ms,
+                         std::optional<LoaderPosition>& good) {
   const TrainConfig& t = config_.train;
   const size_t micro = static_cast<size_t>(t.batch_size) * t.seq_len;
-  TrainSummary summary;
-  const int64_t first_step = step_;
-  double total_ms = 0.0;
   auto due = [](int64_t step, int every) { return every > 0 && step % every == 0; };
-
   while (step_ < t.steps && !stop_everywhere()) {
     const LoaderPosition before_step = train_loader_->position();
+    good = before_step;
     for (int k = 0; k < t.grad_accum_steps; ++k)
       train_loader_->next_batch(std::span(inputs_).subspan(k * micro, micro), std::span(targets_).subspan(k * micro, micro));
     // The first step of a process also measures what it wrote of the activation arena.
     const bool measure = step_ == first_step;
     if (measure) poison_arena(model_->activation_arena(), *backend_);
+    good.reset();
     const StepResult r = train_step(inputs_, targets_);
+    if (r.nonfinite.empty() || t.on_nonfinite != "stop") good = train_loader_->position();
     if (measure) {
       const uint64_t planned = model_->activation_plan().total_bytes();
       const uint64_t measured = written_bytes(model_->activation_arena(), *backend_);
@@ -495,7 +520,27 @@ TrainSummary Trainer::run() {
       spdlog::info("step {:>5} | sample:\n{}", r.step, summary.last_sample);
       if (metrics_) metrics_->write(JsonLine().add("step", r.step).add("sample", summary.last_sample));
     }
-    if (due(r.step, config_.checkpoint.every) && !last && !stop_everywhere()) summary.last_checkpoint = write_checkpoint();
+    if (due(r.step, config_.checkpoint.every) && !last && !stop_everywhere()) {
+      good.reset();
+      summary.last_checkpoint = write_checkpoint();
+      good = train_loader_->position();
+    }
+  }
+}
+
+TrainSummary Trainer::run() {
+  log_start();
+  const TrainConfig& t = config_.train;
+  TrainSummary summary;
+  const int64_t first_step = step_;
+  double total_ms = 0.0;
+  // The loader position that goes with the model's state whenever that state is a consistent one to save
+  // (between steps); empty while a step or a checkpoint is under way.
+  std::optional<LoaderPosition> good;
+  try {
+    train_loop(summary, first_step, total_ms, good);
+  } catch (const std::exception& e) {
+    fail_keeping_last_good_state(e, good, first_step);
   }
   if (summary.status != TrainStatus::NonFinite && stop_ && step_ < t.steps) {
     summary.status = TrainStatus::Interrupted;

@@ -85,6 +85,12 @@ class Trainer {
   // The loader position defaults to the current one; a stop on a non-finite step saves the position
   // before that step's batches.
   std::string write_checkpoint(std::optional<LoaderPosition> loader = std::nullopt);
+  // The steps of run(); `good` as fail_keeping_last_good_state() takes it.
+  void train_loop(TrainSummary& summary, int64_t first_step, double& total_ms, std::optional<LoaderPosition>& good);
+  // Rethrows an error that ended the loop, first writing a checkpoint of the last good state (the model as
+  // it is, with loader position `good`) when there is one this process can write; the error says where.
+  [[noreturn]] void fail_keeping_last_good_state(const std::exception& error, std::optional<LoaderPosition> good,
+                                                 int64_t first_step);
   // Whether a stop was requested on any rank (a collective: every rank asks at the same points).
   bool stop_everywhere();
 
