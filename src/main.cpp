@@ -1,6 +1,7 @@
 // gpt-train: subcommand dispatch. Everything below main() throws gpt::Error; this is the one place
 // that turns an error into a message and an exit code.
 #include "cli/commands.h"
+#include "cli/openmp_env.h"
 #include "core/error.h"
 
 #include <spdlog/spdlog.h>
@@ -9,6 +10,7 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
+  gpt::bound_openmp_spinning(argv);
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << gpt::general_help();

@@ -3,6 +3,7 @@
 #include "backend/cuda_entry.h"
 #include "bench/bench_command.h"
 #include "cli/args.h"
+#include "cli/openmp_env.h"
 #include "cli/signals.h"
 #include "config/config_loader.h"
 #include "core/printable.h"
@@ -73,6 +74,7 @@ int train(const std::vector<std::string>& argv, Communicator& comm) {
   spdlog::set_level(comm.rank() == 0 || config.dist.log_all_ranks ? level : std::max(level, spdlog::level::warn));
   comm.set_timeout(config.dist.timeout_s);
   install_stop_signal_handlers();
+  spdlog::debug("{}", openmp_wait_description());
   Trainer trainer(config, config_to_yaml(config), &comm);
   TrainSummary summary = trainer.run();
   if (summary.last_val_loss) spdlog::info("final val loss {:.4f}", *summary.last_val_loss);
@@ -205,6 +207,7 @@ int run_config(const std::vector<std::string>& argv) {
 int run_info(const std::vector<std::string>& argv) {
   parse_args("info", argv, {});
   std::cout << "cpu: " << omp_get_max_threads() << " OpenMP threads; BLAS: " << openblas_get_config() << "\n";
+  std::cout << "waiting: " << openmp_wait_description() << "\n";
   std::cout << "cuda: " << cuda::describe() << "\n";
   return 0;
 }

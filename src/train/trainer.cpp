@@ -99,6 +99,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   }
   const TrainConfig& t = config_.train;
   backend_ = make_backend(parse_backend_kind(t.backend), threads_per_rank(t.threads, comm_->local_size()));
+  contention_ = std::make_unique<ContentionMonitor>(omp_get_max_threads());
   RecomputePolicy policy = resolve_recompute(config_.recompute, config_.model.n_layer);
   if (!config_.memory.budget.empty()) {
     const auto budget = parse_byte_size(config_.memory.budget);
@@ -468,6 +469,7 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
     if (!r.nonfinite.empty())
       spdlog::warn("step {}: {}; update skipped (train.on_nonfinite: skip; {} skipped so far)", r.step, r.nonfinite,
                    skipped_steps_);
+    if (auto warning = contention_->after_step()) spdlog::warn("{}", *warning);
     const bool last = step_ == t.steps;
     summary.last_loss = r.loss;
     total_ms += r.ms;

@@ -12,6 +12,7 @@
 #include "model/fp8_gemms.h"
 #include "optim/adamw.h"
 #include "precision/recipe.h"
+#include "train/contention.h"
 #include "train/metrics.h"
 #include "train/run_directory.h"
 
@@ -114,6 +115,7 @@ class Trainer {
   int64_t skipped_steps_ = 0;
   int64_t checkpointed_step_ = -1;  // step of the newest checkpoint this process wrote or resumed from
   bool stop_ = false;               // the last answer of stop_everywhere()
+  std::unique_ptr<ContentionMonitor> contention_;
 };
 
 }  // namespace gpt

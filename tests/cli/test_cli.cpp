@@ -166,6 +166,27 @@ TEST(Cli, SampleFallsBackPastADamagedCheckpointAndEscapesOnlyOnATerminal) {
   EXPECT_NE(r.output.find("name its run directory to use the newest intact one"), std::string::npos) << r.output;
 }
 
+// libgomp reads its wait policy when it loads, so gpt-train bounds the spinning by re-executing itself
+// with GOMP_SPINCOUNT set; a policy the user set is left alone.
+TEST(Cli, OpenMpSpinningIsBoundedUnlessTheUserChoseAPolicy) {
+  CommandResult r = run_cli("info");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("spin for GOMP_SPINCOUNT=10000 iterations, then sleep (gpt-train's default"),
+            std::string::npos)
+      << r.output;
+  const std::string exe = GPT_TRAIN_EXE;
+  for (const char* env : {"OMP_WAIT_POLICY=active", "GOMP_SPINCOUNT=300000"}) {
+    FILE* pipe = popen(("env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY " + std::string(env) + " " + exe + " info").c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    std::array<char, 4096> buffer{};
+    size_t n;
+    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
+    EXPECT_EQ(pclose(pipe), 0);
+    EXPECT_NE(out.find("wait policy from the environment"), std::string::npos) << env << ": " << out;
+  }
+}
+
 TEST(Cli, ConfigErrorNamesKeyAndLineAndExitsNonZero) {
   TempDir dir;
   write_text(dir.path() / "bad.yaml", "model:\n  n_layer: 2\n  n_layers: 3\n");
