@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 #include "cli/openmp_env.h"
 #include "core/error.h"
+#include "core/printable.h"
 
 #include <spdlog/spdlog.h>
 
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
   try {
     return command->run(rest);
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+    // Escaped, since a message may quote bytes of a damaged file; source locations only at log.level: debug.
+    spdlog::error("{}", gpt::message_for_log(e.what()));
     return 1;
   }
 }

@@ -110,7 +110,7 @@ int run_train(const std::vector<std::string>& argv) {
     return train(argv, *comm);
   } catch (const std::exception& e) {
     if (comm->world_size() == 1) throw;
-    spdlog::error("{}; aborting all {} ranks", e.what(), comm->world_size());
+    spdlog::error("{}; aborting all {} ranks", message_for_log(e.what()), comm->world_size());
     MpiRuntime::abort_job(1);
   }
 }

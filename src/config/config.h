@@ -82,9 +82,9 @@ struct TrainConfig {
     v.field("grad_accum_steps", grad_accum_steps, "Micro-batches K accumulated per optimizer step; the loss is averaged over all target tokens of the K.");
     v.field("global_batch_tokens", global_batch_tokens, "Tokens per optimizer step over all ranks; when set (> 0), it replaces grad_accum_steps by global_batch_tokens / (batch_size x seq_len x ranks), which must divide evenly (0: use grad_accum_steps).");
     v.field("steps", steps, "Optimizer steps to train.");
-    v.field("eval_every", eval_every, "Validation loss every this many steps (0 disables; it also runs after the last step).");
+    v.field("eval_every", eval_every, "Validation loss every this many steps, and after the last step (0: never).");
     v.field("eval_batches", eval_batches, "Micro-batches of validation data per evaluation.");
-    v.field("sample_every", sample_every, "Generate a text sample every this many steps (0 disables; it also runs after the last step).");
+    v.field("sample_every", sample_every, "Generate a text sample every this many steps, and after the last step (0: never).");
     v.field("sample_tokens", sample_tokens, "Tokens generated per sample.");
     v.field("sample_prompt", sample_prompt, "Text the samples continue; empty starts from the tokenizer's end-of-text token.");
     v.field("sample_temperature", sample_temperature, "Sampling temperature (> 0).");

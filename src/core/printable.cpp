@@ -1,6 +1,9 @@
 #include "core/printable.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <regex>
 
 namespace gpt {
 namespace {
@@ -46,6 +49,15 @@ std::string printable(std::string_view text, bool keep_newlines) {
     }
   }
   return out;
+}
+
+std::string without_source_locations(std::string_view message) {
+  static const std::regex kLocation(R"( \([^()\s]+\.(cpp|h|cu|cuh):[0-9]+\))");
+  return std::regex_replace(std::string(message), kLocation, "");
+}
+
+std::string message_for_log(std::string_view message) {
+  return printable(spdlog::get_level() <= spdlog::level::debug ? std::string(message) : without_source_locations(message));
 }
 
 }  // namespace gpt

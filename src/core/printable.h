@@ -11,4 +11,11 @@ namespace gpt {
 // controls, DEL, bytes of malformed UTF-8) and the C1 controls U+0080..U+009F as \xNN per byte.
 std::string printable(std::string_view text, bool keep_newlines = true);
 
+// The message without the " (src/.../file.cpp:123)" locations gpt::Error appends: users need what went wrong
+// and what to do; the source location is for log.level: debug and bug reports.
+std::string without_source_locations(std::string_view message);
+
+// An error message as the log shows it: escaped, and without source locations unless the log level is debug.
+std::string message_for_log(std::string_view message);
+
 }  // namespace gpt

@@ -2,6 +2,7 @@
 
 #include "dist/single_communicator.h"
 #include "config/config_loader.h"
+#include "core/printable.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
 #include "io/llmc_model_file.h"
@@ -215,17 +216,11 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
 Trainer::~Trainer() = default;
 
 void Trainer::log_start() const {
+  // A few lines on the console; everything else at log.level: debug, and in the run directory
+  // (config.yaml, ledger.txt).
   const TrainConfig& t = config_.train;
-  spdlog::info("resolved configuration:\n{}", config_yaml_);
-  spdlog::info("backend {} | model {} parameters (L{} C{} NH{} V{} padded to {})", backend_->name(),
-               model_->num_parameters(), config_.model.n_layer, config_.model.n_embd, config_.model.n_head,
-               config_.model.vocab_size, config_.model.padded_vocab_size());
+  spdlog::debug("resolved configuration:\n{}", config_yaml_);
   const int world = comm_->world_size();
-  spdlog::info("batch: {} micro-batches x {} ranks x {} sequences x {} tokens = {} tokens per step (effective batch {} "
-               "sequences)",
-               t.grad_accum_steps, world, t.batch_size, t.seq_len,
-               static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size * t.seq_len,
-               static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size);
   MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size,
                                    backend_->attention_keeps_probs());
   if (world > 1) {
@@ -236,15 +231,31 @@ void Trainer::log_start() const {
     ledger.optimizer = optimizer_->state_bytes();
     ledger.communication = dp_->buffer_bytes();
   }
-  spdlog::info("memory ledger (recompute {}, precision {}), planned before allocation:\n{}",
-               model_->activation_plan().policy.describe(), config_.precision.recipe, ledger.table());
+  const std::string ledger_text =
+      fmt::format("memory ledger (recompute {}, precision {}), planned before allocation:\n{}",
+                  model_->activation_plan().policy.describe(), config_.precision.recipe, ledger.table());
+  spdlog::debug("{}", ledger_text);
+  if (comm_->rank() == 0) write_file_durably((fs::path(config_.log.run_dir) / "ledger.txt").string(), ledger_text + "\n");
+  spdlog::info("model: {:.2f}M parameters (L{} C{} NH{}, vocab {} padded to {}), backend {}, {} threads",
+               static_cast<double>(model_->num_parameters()) / 1e6, config_.model.n_layer, config_.model.n_embd,
+               config_.model.n_head, config_.model.vocab_size, config_.model.padded_vocab_size(), backend_->name(),
+               omp_get_max_threads());
+  spdlog::info("data: {} train shard(s), {} samples of {} tokens per epoch{}", train_loader_->shard_paths().size(),
+               train_loader_->num_samples(), t.seq_len,
+               val_loader_ ? fmt::format("; {} validation shard(s)", val_loader_->shard_paths().size()) : "");
+  spdlog::info("batch: {} micro-batches x {} ranks x {} sequences x {} tokens = {} tokens per step; {} steps",
+               t.grad_accum_steps, world, t.batch_size, t.seq_len,
+               static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size * t.seq_len, t.steps);
+  spdlog::info("memory: {} (parameters {}, gradients {}, AdamW {}, activations {}); precision {}, recompute {}",
+               format_bytes(ledger.total()), format_bytes(ledger.parameters + ledger.compute_weights),
+               format_bytes(ledger.gradients), format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
+               config_.precision.recipe, model_->activation_plan().policy.describe());
   if (recipe_.compute_dtype() != DType::F32)
-    spdlog::info("precision {}: the ledger gives the GPU layout ({} activations and weight copy); the CPU backend "
-                 "emulates the rounding in F32 storage and holds {} of activations",
-                 config_.precision.recipe, dtype_name(recipe_.compute_dtype()),
-                 format_bytes(model_->activation_plan().total_bytes()));
-  spdlog::info("train data: {} shards, {} samples of {} tokens per epoch", train_loader_->shard_paths().size(),
-               train_loader_->num_samples(), t.seq_len);
+    spdlog::debug("precision {}: the ledger gives the GPU layout ({} activations and weight copy); the CPU backend "
+                  "emulates the rounding in F32 storage and holds {} of activations",
+                  config_.precision.recipe, dtype_name(recipe_.compute_dtype()),
+                  format_bytes(model_->activation_plan().total_bytes()));
+  spdlog::info("run directory: {} (config.yaml, ledger.txt, metrics.jsonl, checkpoints/)", config_.log.run_dir);
 }
 
 StepResult Trainer::train_step(std::span<const int32_t> inputs, std::span<const int32_t> targets) {
@@ -423,7 +434,7 @@ void Trainer::fail_keeping_last_good_state(const std::exception& error, std::opt
              "train.resume=true", error.what(), step_, checkpoint_dir(config_.log.run_dir, step_));
   if (step_ == first_step)
     GPT_FAIL("{}; no step was completed since the start, so there is nothing new to save", error.what());
-  spdlog::error("{}; writing a checkpoint of the last good state, step {}", error.what(), step_);
+  spdlog::error("{}; writing a checkpoint of the last good state, step {}", message_for_log(error.what()), step_);
   std::string dir;
   try {
     dir = write_checkpoint(good);
@@ -454,7 +465,7 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
       const uint64_t planned = model_->activation_plan().total_bytes();
       const uint64_t measured = written_bytes(model_->activation_arena(), *backend_);
       summary.measured_activation_bytes = measured;
-      if (measured == planned) spdlog::info("activations: planned {}, measured {} (equal)", format_bytes(planned), format_bytes(measured));
+      if (measured == planned) spdlog::debug("activations: planned {}, measured {} (equal)", format_bytes(planned), format_bytes(measured));
       else spdlog::warn("activations: planned {}, measured {}: the ledger is wrong (a bug)", format_bytes(planned), format_bytes(measured));
     }
     if (!r.nonfinite.empty() && t.on_nonfinite == "stop") {
@@ -474,7 +485,15 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
     summary.last_loss = r.loss;
     total_ms += r.ms;
     const double tokens_per_s = static_cast<double>(inputs_.size()) * dp_->world_size() / (r.ms / 1000.0);
-    const double eta_s = total_ms / 1000.0 / static_cast<double>(step_ - first_step) * static_cast<double>(t.steps - step_);
+    // The ETA from the recent steps: the rate of the first ones (warm-up, page faults) or of a quieter hour
+    // says little about the next.
+    recent_ms_.push_back(r.ms);
+    recent_ms_sum_ += r.ms;
+    if (recent_ms_.size() > kEtaWindowSteps) {
+      recent_ms_sum_ -= recent_ms_.front();
+      recent_ms_.pop_front();
+    }
+    const double eta_s = recent_ms_sum_ / 1000.0 / static_cast<double>(recent_ms_.size()) * static_cast<double>(t.steps - step_);
     if (r.overflow)
       spdlog::warn("step {}: fp16 gradients overflowed at loss scale {:g}; update skipped, scale backed off to {:g} "
                    "({} overflowed steps so far)",
@@ -512,12 +531,13 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
       metrics_->write(line);
     }
 
-    if (val_loader_ && (due(r.step, t.eval_every) || last)) {
+    // every: 0 means never; otherwise the last step is evaluated and sampled too.
+    if (val_loader_ && t.eval_every > 0 && (due(r.step, t.eval_every) || last)) {
       summary.last_val_loss = evaluate();
       spdlog::info("step {:>5} | val loss {:.4f}", r.step, *summary.last_val_loss);
       if (metrics_) metrics_->write(JsonLine().add("step", r.step).add("val_loss", *summary.last_val_loss));
     }
-    if (comm_->rank() == 0 && t.sample_tokens > 0 && (due(r.step, t.sample_every) || last)) {
+    if (comm_->rank() == 0 && t.sample_tokens > 0 && t.sample_every > 0 && (due(r.step, t.sample_every) || last)) {
       summary.last_sample = sample();
       spdlog::info("step {:>5} | sample:\n{}", r.step, summary.last_sample);
       if (metrics_) metrics_->write(JsonLine().add("step", r.step).add("sample", summary.last_sample));
@@ -535,6 +555,9 @@ TrainSummary Trainer::run() {
   const TrainConfig& t = config_.train;
   TrainSummary summary;
   const int64_t first_step = step_;
+  if (step_ >= t.steps)
+    spdlog::info("nothing to do: the run is at step {} and train.steps is {}; raise train.steps to train further", step_,
+                 t.steps);
   double total_ms = 0.0;
   // The loader position that goes with the model's state whenever that state is a consistent one to save
   // (between steps); empty while a step or a checkpoint is under way.

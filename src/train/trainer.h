@@ -16,6 +16,7 @@
 #include "train/metrics.h"
 #include "train/run_directory.h"
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -116,6 +117,9 @@ class Trainer {
   int64_t checkpointed_step_ = -1;  // step of the newest checkpoint this process wrote or resumed from
   bool stop_ = false;               // the last answer of stop_everywhere()
   std::unique_ptr<ContentionMonitor> contention_;
+  static constexpr size_t kEtaWindowSteps = 50;
+  std::deque<double> recent_ms_;  // the last kEtaWindowSteps step times, for the ETA
+  double recent_ms_sum_ = 0.0;
 };
 
 }  // namespace gpt

@@ -187,6 +187,36 @@ TEST(Cli, OpenMpSpinningIsBoundedUnlessTheUserChoseAPolicy) {
   }
 }
 
+TEST(Cli, AShortStartEveryZeroMeansNeverAndNothingToDoIsSaid) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  write_text(dir.path() / "input.txt", text);
+  ASSERT_EQ(run_cli("prepare --input " + dir.file("input.txt") + " --out " + dir.file("data")).exit_code, 0);
+  write_text(dir.path() / "tiny.yaml", tiny_config(dir));
+  CommandResult r = run_cli("train " + dir.file("tiny.yaml") + " --set train.eval_every=0 --set train.sample_every=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The console: a few lines before step 1; the full config and ledger are in the run directory.
+  const std::string before_step_1 = r.output.substr(0, r.output.find("step     1/3"));
+  EXPECT_LT(std::count(before_step_1.begin(), before_step_1.end(), '\n'), 8) << before_step_1;
+  EXPECT_EQ(before_step_1.find("resolved configuration"), std::string::npos) << before_step_1;
+  EXPECT_NE(before_step_1.find("memory: "), std::string::npos) << before_step_1;
+  EXPECT_NE(read_text(dir.path() / "run" / "ledger.txt").find("activations"), std::string::npos);
+  const std::string metrics = read_text(dir.path() / "run" / "metrics.jsonl");
+  EXPECT_EQ(metrics.find("val_loss"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("\"sample\""), std::string::npos) << metrics;
+
+  r = run_cli("train " + dir.file("tiny.yaml") + " --set train.resume=true");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing to do: the run is at step 3 and train.steps is 3"), std::string::npos) << r.output;
+
+  r = run_cli("sample " + dir.file("run") + " --tokens 1e11");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--tokens 1e11 is too large: at most 2147483647"), std::string::npos) << r.output;
+  r = run_cli("sample " + dir.file("run") + " --tokens 2.5");
+  EXPECT_NE(r.output.find("--tokens expects an integer, got '2.5'"), std::string::npos) << r.output;
+}
+
 TEST(Cli, ConfigErrorNamesKeyAndLineAndExitsNonZero) {
   TempDir dir;
   write_text(dir.path() / "bad.yaml", "model:\n  n_layer: 2\n  n_layers: 3\n");
