@@ -9,6 +9,10 @@
 
 namespace gpt {
 
+// Throws when the glob of config key `key` (data.train, data.val) matches no file, naming the key, the
+// directory searched (relative paths are relative to the working directory) and how to make shards.
+void require_shards(const std::string& key, const std::string& pattern);
+
 // Reads all of a run's shards up to this many bytes in all (a second or two from the page cache).
 inline constexpr uint64_t kStartTokenCheckBytes = uint64_t{512} << 20;
 

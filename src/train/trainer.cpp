@@ -11,6 +11,7 @@
 #include "memory/planner.h"
 #include "optim/lr_schedule.h"
 #include "train/data_check.h"
+#include "train/memory_check.h"
 #include "train/nonfinite.h"
 #include "train/precision_state.h"
 #include "train/resume.h"
@@ -117,6 +118,9 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   }
   recipe_ = precision_recipe(config_.precision);
   recipe_.validate(config_.model.n_layer);
+  if (backend_->name() == "cpu")
+    if (const auto host = host_memory())
+      check_fits_host_memory(ledger_for(config_, policy, t.batch_size, backend_->attention_keeps_probs()), *host);
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy, recipe_);
   if (recipe_.uses_loss_scaling()) scaler_.emplace(recipe_.loss_scale);
   dp_ = std::make_unique<DataParallel>(*model_, *comm_, config_.dist.zero);
@@ -140,6 +144,8 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
                                       : std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_);
   tokenizer_ = make_tokenizer(config_.data.tokenizer);
 
+  require_shards("data.train", config_.data.train);
+  if (!config_.data.val.empty()) require_shards("data.val", config_.data.val);
   // Each rank reads its own part of every global batch (and of the validation batches).
   DataLoaderOptions train_opts{config_.data.train, t.batch_size, t.seq_len, config_.model.vocab_size, true, t.seed,
                                rank, world};

@@ -206,8 +206,9 @@ TEST(Cli, AShortStartEveryZeroMeansNeverAndNothingToDoIsSaid) {
   EXPECT_EQ(metrics.find("val_loss"), std::string::npos) << metrics;
   EXPECT_EQ(metrics.find("\"sample\""), std::string::npos) << metrics;
 
-  r = run_cli("train " + dir.file("tiny.yaml") + " --set train.resume=true");
+  r = run_cli("train " + dir.file("tiny.yaml") + " --set train.resume=true --set train.backend=auto");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("train.backend auto: the CPU, since "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("nothing to do: the run is at step 3 and train.steps is 3"), std::string::npos) << r.output;
 
   r = run_cli("sample " + dir.file("run") + " --tokens 1e11");
