@@ -73,7 +73,7 @@ int train(const std::vector<std::string>& argv, Communicator& comm) {
   const auto level = spdlog::level::from_str(config.log.level);
   spdlog::set_level(comm.rank() == 0 || config.dist.log_all_ranks ? level : std::max(level, spdlog::level::warn));
   comm.set_timeout(config.dist.timeout_s);
-  install_stop_signal_handlers();
+  install_stop_signal_handlers(comm.world_size() > 1);
   spdlog::debug("{}", openmp_wait_description());
   Trainer trainer(config, config_to_yaml(config), &comm);
   TrainSummary summary = trainer.run();

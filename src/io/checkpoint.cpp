@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -67,7 +68,7 @@ std::string optimizer_bytes(AdamW& optimizer) {
 
 int64_t read_optimizer(const fs::path& path, AdamW& optimizer) {
   std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot open optimizer state '{}'", path.string());
+  GPT_CHECK(in.good(), "cannot open optimizer state '{}': {}", path.string(), std::strerror(errno));
   std::string header(kOptimizerHeaderBytes, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header.size()));
   header.resize(static_cast<size_t>(in.gcount()));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -62,7 +63,7 @@ Header read_header(std::ifstream& in, const fs::path& path) {
 // optimizer.bin (io/checkpoint.cpp): its header, then m and v of every parameter.
 File read_whole_index(const fs::path& path, int64_t num_parameters) {
   std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot open optimizer state '{}'", path.string());
+  GPT_CHECK(in.good(), "cannot open optimizer state '{}': {}", path.string(), std::strerror(errno));
   std::string header(kOptimizerHeaderBytes, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header.size()));
   header.resize(static_cast<size_t>(in.gcount()));
@@ -76,7 +77,7 @@ File read_whole_index(const fs::path& path, int64_t num_parameters) {
 
 File read_shard_index(const fs::path& path, int64_t num_parameters, int& world_size) {
   std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot open optimizer shard '{}'", path.string());
+  GPT_CHECK(in.good(), "cannot open optimizer shard '{}': {}", path.string(), std::strerror(errno));
   const Header h = read_header(in, path);
   GPT_CHECK(h[0] == kShardMagic && h[1] == kShardVersion, "'{}' has magic {} version {}, expected {} version {}",
             path.string(), h[0], h[1], kShardMagic, kShardVersion);

@@ -112,7 +112,7 @@ std::optional<ExistingRun> find_existing_run(const std::string& run_dir) {
   return run;
 }
 
-std::optional<std::string> prepare_run_directory(const std::string& run_dir, bool resume, bool overwrite) {
+std::optional<ExistingRun> check_run_directory(const std::string& run_dir, bool resume, bool overwrite) {
   GPT_CHECK(!(resume && overwrite),
             "train.resume and train.overwrite are both true: resume continues the run in '{}', overwrite sets it "
             "aside to start afresh; set one of them",
@@ -125,6 +125,10 @@ std::optional<std::string> prepare_run_directory(const std::string& run_dir, boo
             "train into another directory with --set log.run_dir=..., or set it aside and start afresh with --set "
             "train.overwrite=true (moves it to '{}.old-<time>')",
             run->describe(run_dir), run_dir);
+  return run;
+}
+
+std::string set_run_aside(const std::string& run_dir, const ExistingRun& run) {
   // The old run moves into a sibling directory, entry by entry, so the lock file (and this process's lock)
   // stays where it is.
   const fs::path root(run_dir);
@@ -141,7 +145,7 @@ std::optional<std::string> prepare_run_directory(const std::string& run_dir, boo
               mv.message());
   }
   GPT_CHECK(!ec, "train.overwrite: cannot list '{}': {}", run_dir, ec.message());
-  spdlog::warn("train.overwrite: {}; moved it to '{}'", run->describe(run_dir), aside.string());
+  spdlog::warn("train.overwrite: {}; moved it to '{}'", run.describe(run_dir), aside.string());
   return aside.string();
 }
 

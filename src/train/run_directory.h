@@ -30,10 +30,14 @@ struct ExistingRun {
 std::optional<ExistingRun> find_existing_run(const std::string& run_dir);
 
 // Before a run starts in run_dir (held under RunDirectoryLock). A fresh run into a directory holding a run
-// throws naming it and the ways forward, unless overwrite: then everything of the old run but the lock is
-// moved into a new sibling directory "<run_dir>.old-<time>", whose path is returned. resume and overwrite
-// together are refused: one continues the run the other sets aside.
-std::optional<std::string> prepare_run_directory(const std::string& run_dir, bool resume, bool overwrite);
+// throws naming it and the ways forward, unless overwrite: then the old run is returned, for
+// set_run_aside() once every other start check has passed. resume and overwrite together are refused: one
+// continues the run the other sets aside.
+std::optional<ExistingRun> check_run_directory(const std::string& run_dir, bool resume, bool overwrite);
+
+// Moves everything in run_dir but the lock into a new sibling directory "<run_dir>.old-<time>", and returns
+// its path.
+std::string set_run_aside(const std::string& run_dir, const ExistingRun& run);
 
 // Holds run_dir/.lock (created with run_dir when missing) for its lifetime. The lock file holds the
 // holder's pid, host and start time, which the error of a second trainer quotes.

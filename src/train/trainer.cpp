@@ -81,9 +81,10 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   }
   const int rank = comm_->rank(), world = comm_->world_size();
   // Before anything is allocated: the run directory is this run's, or the run does not start.
+  std::optional<ExistingRun> old_run;  // set aside once every other start check has passed
   if (rank == 0) {
     run_lock_ = std::make_unique<RunDirectoryLock>(config_.log.run_dir);
-    prepare_run_directory(config_.log.run_dir, config_.train.resume, config_.train.overwrite);
+    old_run = check_run_directory(config_.log.run_dir, config_.train.resume, config_.train.overwrite);
   }
   if (config_.train.global_batch_tokens > 0) {
     TrainConfig& tc = config_.train;
@@ -214,6 +215,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
     }
   }
   if (rank == 0) {
+    if (old_run) set_run_aside(config_.log.run_dir, *old_run);
     write_file_durably((fs::path(config_.log.run_dir) / "config.yaml").string(), config_yaml_);
     metrics_ = std::make_unique<MetricsWriter>((fs::path(config_.log.run_dir) / "metrics.jsonl").string());
   }

@@ -224,6 +224,11 @@ TEST(Cli, ConfigErrorNamesKeyAndLineAndExitsNonZero) {
   CommandResult r = run_cli("train " + dir.file("bad.yaml"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("bad.yaml:3: unknown key 'model.n_layers'"), std::string::npos) << r.output;
+  // Colour only for a terminal, and no source location of ours (log.level: debug shows those).
+  EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(".cpp:"), std::string::npos) << r.output;
+  EXPECT_NE(run_on_terminal(std::string(GPT_TRAIN_EXE) + " train " + dir.file("bad.yaml")).find("\x1b["),
+            std::string::npos);
   r = run_cli("train " + dir.file("bad.yaml") + " --set model.n_layers=3");
   EXPECT_EQ(r.exit_code, 1);
 }

@@ -76,6 +76,12 @@ TEST(RunDirectory, OverwriteMovesTheOldRunAsideAndStartsAfresh) {
   Config again = c;
   again.train.steps = 2;
   again.train.overwrite = true;
+  // A run that fails its start checks sets nothing aside.
+  Config broken = again;
+  broken.data.train = dir.file("missing_*.bin");
+  EXPECT_NE(error_message([&] { train(broken); }).find("data.train: no file matches"), std::string::npos);
+  EXPECT_TRUE(set_aside(dir).empty());
+  EXPECT_EQ(read_file_bytes(c.log.run_dir + "/metrics.jsonl"), old_metrics);
   train(again);
   const auto aside = set_aside(dir);
   ASSERT_EQ(aside.size(), 1u);
