@@ -12,4 +12,8 @@ if [ ! -f data/demo/train_000000.bin ]; then
   bible -f "Genesis 1:1-Revelation 22:21" | sed -E 's/^[1-3]?[A-Za-z]+[0-9]+:[0-9]+ //' > data/kjv.txt
   build/gpt-train prepare --input data/kjv.txt --out data/demo --val-fraction 0.05
 fi
-build/gpt-train train configs/demo.yaml "$@"
+# Each demo starts afresh: an earlier demo run is moved aside (runs/demo.old-<time>) rather than refused,
+# unless the arguments resume it.
+overwrite=(--set train.overwrite=true)
+case " $* " in *train.resume=true*|*train.overwrite=*) overwrite=() ;; esac
+build/gpt-train train configs/demo.yaml "${overwrite[@]}" "$@"

@@ -1,7 +1,9 @@
 // gpt-train: subcommand dispatch. Everything below main() throws gpt::Error; this is the one place
 // that turns an error into a message and an exit code.
 #include "cli/commands.h"
+#include "cli/openmp_env.h"
 #include "core/error.h"
+#include "core/printable.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,6 +11,7 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
+  gpt::bound_openmp_spinning(argv);
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << gpt::general_help();
@@ -29,7 +32,8 @@ int main(int argc, char** argv) {
   try {
     return command->run(rest);
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+    // Escaped, since a message may quote bytes of a damaged file; source locations only at log.level: debug.
+    spdlog::error("{}", gpt::message_for_log(e.what()));
     return 1;
   }
 }

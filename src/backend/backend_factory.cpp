@@ -2,6 +2,8 @@
 #include "backend/cuda_entry.h"
 #include "cpu/cpu_backend.h"
 
+#include <spdlog/spdlog.h>
+
 namespace gpt {
 
 BackendKind parse_backend_kind(const std::string& name) {
@@ -19,6 +21,10 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, int threads) {
       return cuda::make_backend();
     case BackendKind::Auto:
       if (cuda::built_with_cuda() && cuda::device_count() > 0) return cuda::make_backend();
+      spdlog::info("train.backend auto: the CPU, since {}",
+                   cuda::built_with_cuda() ? "no CUDA device is visible (" + cuda::describe() + ")"
+                                           : std::string("this gpt-train was built without CUDA (no nvcc at build time, "
+                                                         "or GPT_CUDA=OFF)"));
       return std::make_unique<cpu::CpuBackend>(threads);
   }
   GPT_FAIL("unreachable backend kind");

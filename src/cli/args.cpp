@@ -3,6 +3,8 @@
 #include "core/error.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace gpt {
 
@@ -14,15 +16,23 @@ std::string ParsedArgs::get(const std::string& name, const std::string& fallback
 int ParsedArgs::get_int(const std::string& name, int fallback) const {
   if (!has(name)) return fallback;
   const std::string v = get(name);
+  // Read as a number first, so that 1e11 or 99999999999 is called too large, not "not an integer".
   size_t used = 0;
-  int result = 0;
+  double value = 0.0;
   try {
-    result = std::stoi(v, &used);
+    value = std::stod(v, &used);
+  } catch (const std::out_of_range&) {
+    GPT_FAIL("--{} {} is too large: at most {}", name, v, std::numeric_limits<int>::max());
   } catch (const std::exception&) {
     used = 0;
   }
-  GPT_CHECK(used == v.size() && !v.empty(), "--{} expects an integer, got '{}'", name, v);
-  return result;
+  GPT_CHECK(used == v.size() && !v.empty() && std::isfinite(value) && value == std::floor(value),
+            "--{} expects an integer, got '{}'", name, v);
+  GPT_CHECK(value <= std::numeric_limits<int>::max(), "--{} {} is too large: at most {}", name, v,
+            std::numeric_limits<int>::max());
+  GPT_CHECK(value >= std::numeric_limits<int>::min(), "--{} {} is too small: at least {}", name, v,
+            std::numeric_limits<int>::min());
+  return static_cast<int>(value);
 }
 
 double ParsedArgs::get_double(const std::string& name, double fallback) const {

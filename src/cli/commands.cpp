@@ -3,8 +3,10 @@
 #include "backend/cuda_entry.h"
 #include "bench/bench_command.h"
 #include "cli/args.h"
+#include "cli/openmp_env.h"
 #include "cli/signals.h"
 #include "config/config_loader.h"
+#include "core/printable.h"
 #include "data/prepare.h"
 #include "data/tokenizer.h"
 #include "dist/mpi_communicator.h"
@@ -13,16 +15,20 @@
 #include "io/llmc_model_file.h"
 #include "memory/plan_report.h"
 #include "memory/recompute.h"
+#include "train/resume.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
 
 #include <cblas.h>
 #include <omp.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <optional>
 #include <iostream>
+
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -67,7 +73,8 @@ int train(const std::vector<std::string>& argv, Communicator& comm) {
   const auto level = spdlog::level::from_str(config.log.level);
   spdlog::set_level(comm.rank() == 0 || config.dist.log_all_ranks ? level : std::max(level, spdlog::level::warn));
   comm.set_timeout(config.dist.timeout_s);
-  install_stop_signal_handlers();
+  install_stop_signal_handlers(comm.world_size() > 1);
+  spdlog::debug("{}", openmp_wait_description());
   Trainer trainer(config, config_to_yaml(config), &comm);
   TrainSummary summary = trainer.run();
   if (summary.last_val_loss) spdlog::info("final val loss {:.4f}", *summary.last_val_loss);
@@ -103,7 +110,7 @@ int run_train(const std::vector<std::string>& argv) {
     return train(argv, *comm);
   } catch (const std::exception& e) {
     if (comm->world_size() == 1) throw;
-    spdlog::error("{}; aborting all {} ranks", e.what(), comm->world_size());
+    spdlog::error("{}; aborting all {} ranks", message_for_log(e.what()), comm->world_size());
     MpiRuntime::abort_job(1);
   }
 }
@@ -124,22 +131,26 @@ int run_prepare(const std::vector<std::string>& argv) {
   return 0;
 }
 
-// A checkpoint directory, or a run directory (its newest checkpoint).
+// A checkpoint directory (which must be intact), or a run directory: its newest intact checkpoint, past
+// damaged ones as a resume would go, but leaving the run directory as it is.
 std::string resolve_checkpoint(const std::string& path) {
-  std::string dir = path;
-  if (!fs::exists(fs::path(path) / kManifestFile)) {
-    auto latest = latest_checkpoint(path);
-    GPT_CHECK(latest.has_value(), "'{}' is neither a checkpoint directory nor a run directory with checkpoints", path);
-    dir = *latest;
+  if (fs::exists(fs::path(path) / kManifestFile)) {
+    const auto problems = verify_checkpoint(path);
+    GPT_CHECK(problems.empty(), "checkpoint '{}' is damaged: {}; name its run directory to use the newest intact one",
+              path, fmt::join(problems, "; "));
+    return path;
   }
-  const auto problems = verify_checkpoint(dir);
-  GPT_CHECK(problems.empty(), "checkpoint '{}' is damaged: {}", dir, fmt::join(problems, "; "));
-  return dir;
+  auto dir = select_resume_checkpoint(path, "previous", /*set_aside=*/false);
+  GPT_CHECK(dir.has_value(), "'{}' is neither a checkpoint directory nor a run directory with checkpoints", path);
+  return *dir;
 }
 
 int run_sample(const std::vector<std::string>& argv) {
   ParsedArgs args = parse_args("sample", argv, kSampleOptions);
   GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train sample RUN_OR_CHECKPOINT_DIR [options]");
+  // stdout carries the sample alone, so that it can be piped; messages go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_color_st("sample"));
+  spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   const std::string dir = resolve_checkpoint(args.positionals[0]);
   Config config = load_config((fs::path(dir) / "config.yaml").string());
   auto backend = make_backend(BackendKind::Cpu, args.get_int("threads", 0));
@@ -157,7 +168,10 @@ int run_sample(const std::vector<std::string>& argv) {
   std::vector<int> tokens = generate(model, prompt, options, rng);
   for (int& token : tokens)
     if (token >= tokenizer->vocab_size()) token = tokenizer->eot_token();
-  std::cout << prompt_text << tokenizer->decode(tokens) << std::endl;
+  // Raw bytes into a pipe or file (what the model wrote); on a terminal, escape ESC, NUL and friends
+  // rather than let them act as terminal commands.
+  const std::string text = prompt_text + tokenizer->decode(tokens);
+  std::cout << (::isatty(STDOUT_FILENO) ? printable(text) : text) << std::endl;
   return 0;
 }
 
@@ -190,6 +204,7 @@ int run_config(const std::vector<std::string>& argv) {
 int run_info(const std::vector<std::string>& argv) {
   parse_args("info", argv, {});
   std::cout << "cpu: " << omp_get_max_threads() << " OpenMP threads; BLAS: " << openblas_get_config() << "\n";
+  std::cout << "waiting: " << openmp_wait_description() << "\n";
   std::cout << "cuda: " << cuda::describe() << "\n";
   return 0;
 }

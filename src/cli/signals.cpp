@@ -12,7 +12,15 @@
 namespace gpt {
 namespace {
 
-// Only async-signal-safe calls: an atomic exchange, write(2), signal(), raise().
+constexpr const char* kAloneMessage =
+    "\ngpt-train: stop requested; finishing the current step and writing a checkpoint "
+    "(send the signal again to exit at once without one)\n";
+constexpr const char* kDataParallelMessage =
+    "\ngpt-train: stop requested; if every rank is still running, the ranks finish the current step and write a "
+    "checkpoint; if one has died, the job ends without one (send the signal again to exit at once)\n";
+const char* g_message = kAloneMessage;
+
+// Only async-signal-safe calls: an atomic exchange, strlen, write(2), signal(), raise().
 extern "C" void on_stop_signal(int sig) {
   const int saved_errno = errno;
   int none = 0;
@@ -22,16 +30,14 @@ extern "C" void on_stop_signal(int sig) {
     std::raise(sig);
     return;
   }
-  static const char kMessage[] =
-      "\ngpt-train: stop requested; finishing the current step and writing a checkpoint "
-      "(send the signal again to exit at once without one)\n";
-  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, g_message, std::strlen(g_message));
   errno = saved_errno;
 }
 
 }  // namespace
 
-void install_stop_signal_handlers() {
+void install_stop_signal_handlers(bool data_parallel) {
+  g_message = data_parallel ? kDataParallelMessage : kAloneMessage;
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);

@@ -4,6 +4,8 @@
 
 namespace gpt {
 
-void install_stop_signal_handlers();
+// data_parallel: the checkpoint takes every rank, and a launcher signals the survivors when a rank dies,
+// so the message promises it only if the other ranks are still there.
+void install_stop_signal_handlers(bool data_parallel = false);
 
 }  // namespace gpt

@@ -69,6 +69,7 @@ struct TrainConfig {
   double sample_temperature = 1.0;
   int sample_top_k = 0;
   bool resume = false;
+  bool overwrite = false;
   std::string on_nonfinite = "stop";
 
   template <class V>
@@ -81,14 +82,15 @@ struct TrainConfig {
     v.field("grad_accum_steps", grad_accum_steps, "Micro-batches K accumulated per optimizer step; the loss is averaged over all target tokens of the K.");
     v.field("global_batch_tokens", global_batch_tokens, "Tokens per optimizer step over all ranks; when set (> 0), it replaces grad_accum_steps by global_batch_tokens / (batch_size x seq_len x ranks), which must divide evenly (0: use grad_accum_steps).");
     v.field("steps", steps, "Optimizer steps to train.");
-    v.field("eval_every", eval_every, "Validation loss every this many steps (0 disables; it also runs after the last step).");
+    v.field("eval_every", eval_every, "Validation loss every this many steps, and after the last step (0: never).");
     v.field("eval_batches", eval_batches, "Micro-batches of validation data per evaluation.");
-    v.field("sample_every", sample_every, "Generate a text sample every this many steps (0 disables; it also runs after the last step).");
+    v.field("sample_every", sample_every, "Generate a text sample every this many steps, and after the last step (0: never).");
     v.field("sample_tokens", sample_tokens, "Tokens generated per sample.");
     v.field("sample_prompt", sample_prompt, "Text the samples continue; empty starts from the tokenizer's end-of-text token.");
     v.field("sample_temperature", sample_temperature, "Sampling temperature (> 0).");
     v.field("sample_top_k", sample_top_k, "Sample among the k most likely tokens only (0 = all).");
     v.field("resume", resume, "Continue from the latest checkpoint in the run directory, if there is one.");
+    v.field("overwrite", overwrite, "A fresh run (resume false) into a log.run_dir that holds a run (checkpoints or metrics) is refused unless this is true; then the old run is first moved to <run_dir>.old-<time>.");
     v.choice("on_nonfinite", on_nonfinite, {"stop", "skip"}, "A step whose loss or gradient norm is NaN or Inf: stop writes a checkpoint of the last good state and ends the run naming the first non-finite gradient tensor; skip drops that step's update (no optimizer step), counts and logs it, and goes on.");
   }
 };

@@ -387,10 +387,59 @@ class ReferenceWriter {
   std::string prefix_;
 };
 
+// A gpt-train config nests three deep (section, key, a group's key); yaml-cpp gives up on deep nesting
+// with "bad file" somewhere in the text, so the depth is measured first: flow brackets outside quotes and
+// comments, and block levels as a stack of indentations (a "- " item opens a level too).
+constexpr int kMaxNesting = 32;
+
+void check_nesting(std::string_view text, const std::string& source) {
+  std::vector<size_t> indents;
+  int flow = 0;
+  size_t line = 1;
+  for (size_t begin = 0; begin < text.size(); ++line) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view row = text.substr(begin, end - begin);
+    begin = end + 1;
+    size_t indent = row.find_first_not_of(' ');
+    if (indent == std::string_view::npos || row[indent] == '#') continue;
+    if (flow == 0) {
+      while (!indents.empty() && indents.back() >= indent) indents.pop_back();
+      indents.push_back(indent);
+      for (size_t i = indent; i + 1 < row.size() && row[i] == '-' && row[i + 1] == ' ';) {
+        i = row.find_first_not_of(' ', i + 1);
+        if (i == std::string_view::npos) break;
+        indents.push_back(i);
+      }
+    }
+    char quote = 0;
+    for (size_t i = indent; i < row.size(); ++i) {
+      const char c = row[i];
+      if (quote) {
+        if (c == quote) quote = 0;
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '#' && (i == 0 || row[i - 1] == ' ')) {
+        break;
+      } else if (c == '[' || c == '{') {
+        ++flow;
+      } else if ((c == ']' || c == '}') && flow > 0) {
+        --flow;
+      }
+      GPT_CHECK(static_cast<int>(indents.size()) + flow <= kMaxNesting,
+                "{}:{}: nesting too deep at line {} (more than {} levels; a gpt-train config nests 3 deep)", source,
+                line, line, kMaxNesting);
+    }
+  }
+}
+
 }  // namespace
 
 Config load_config_from_string(const std::string& yaml_text, const std::vector<std::string>& overrides,
                                const std::string& source_name) {
+  GPT_CHECK(yaml_text.size() <= kMaxConfigBytes, "{}: {} bytes is larger than any config (at most {}); is it the "
+            "right file?", source_name, yaml_text.size(), kMaxConfigBytes);
+  check_nesting(yaml_text, source_name);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -415,10 +464,26 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (std::filesystem::is_directory(path, ec)) GPT_FAIL("cannot read config file '{}': it is a directory", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) GPT_FAIL("cannot open config file '{}': {}", path, std::strerror(errno));
+  // Refused before it is read: a 50 MB file of well-formed keys took 12 s and 2.6 GB to reach its first error.
+  const auto bytes = std::filesystem::file_size(path, ec);
+  GPT_CHECK(ec || bytes <= kMaxConfigBytes, "config file '{}' is {} bytes, larger than any config (at most {}); is it "
+            "the right file?", path, bytes, kMaxConfigBytes);
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) GPT_FAIL("cannot read config file '{}': {}", path, std::strerror(errno));
-  return load_config_from_string(text.str(), overrides, path);
+  // An empty file is a mistake (a wrong path, a failed copy), not a request for every default.
+  const std::string yaml = text.str();
+  bool empty = true;
+  for (size_t begin = 0; begin < yaml.size() && empty;) {
+    size_t end = yaml.find('\n', begin);
+    if (end == std::string::npos) end = yaml.size();
+    const size_t first = yaml.find_first_not_of(" \t\r", begin);
+    empty = first >= end || yaml[first] == '#' || yaml.compare(first, 3, "---") == 0;
+    begin = end + 1;
+  }
+  GPT_CHECK(!empty, "config file '{}' is empty (no key): give at least one key, e.g. those of configs/demo.yaml; every "
+            "key and its default: gpt-train config --reference", path);
+  return load_config_from_string(yaml, overrides, path);
 }
 
 std::string config_to_yaml(const Config& config) {

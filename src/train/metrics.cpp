@@ -2,7 +2,12 @@
 
 #include "core/error.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace gpt {
 
@@ -49,14 +54,24 @@ JsonLine& JsonLine::add(std::string_view k, std::string_view value) {
   return *this;
 }
 
-MetricsWriter::MetricsWriter(const std::string& path) : path_(path), out_(path, std::ios::app) {
-  GPT_CHECK(out_.good(), "cannot open metrics file '{}' for appending", path);
+MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  GPT_CHECK(fd_ >= 0, "cannot open metrics file '{}' for appending: {}", path, std::strerror(errno));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsWriter::write(const JsonLine& line) {
-  out_ << line.str() << '\n';
-  out_.flush();
-  GPT_CHECK(out_.good(), "writing to metrics file '{}' failed", path_);
+  const std::string text = line.str() + "\n";
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    GPT_CHECK(n > 0, "writing to metrics file '{}' failed: {}", path_, n < 0 ? std::strerror(errno) : "nothing written");
+    done += static_cast<size_t>(n);
+  }
 }
 
 }  // namespace gpt

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -26,13 +25,17 @@ class JsonLine {
 
 class MetricsWriter {
  public:
-  // Appends to path (a resumed run continues the same file).
+  // Appends to path (a resumed run continues the same file). Each line goes to the kernel at once (one
+  // write(2)), so a crash of the process loses nothing written; failures name the system's reason.
   explicit MetricsWriter(const std::string& path);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
   void write(const JsonLine& line);
 
  private:
   std::string path_;
-  std::ofstream out_;
+  int fd_ = -1;
 };
 
 }  // namespace gpt

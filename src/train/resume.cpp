@@ -56,18 +56,25 @@ std::optional<int64_t> record_step(const std::string& line) {
 
 }  // namespace
 
-std::optional<std::string> select_resume_checkpoint(const std::string& run_dir, const std::string& on_corrupt) {
+std::optional<std::string> select_resume_checkpoint(const std::string& run_dir, const std::string& on_corrupt,
+                                                    bool set_aside) {
   std::vector<std::string> damaged;
   for (const std::string& dir : list_checkpoints(run_dir)) {
     const std::vector<std::string> problems = verify_checkpoint(dir);
     if (problems.empty()) {
       if (!damaged.empty())
-        spdlog::warn("resuming from '{}', the newest intact checkpoint (checkpoint.on_corrupt: previous)", dir);
+        spdlog::warn("{} '{}', the newest intact checkpoint (checkpoint.on_corrupt: previous)",
+                     set_aside ? "resuming from" : "using", dir);
       return dir;
     }
     const std::string report = fmt::format("checkpoint '{}' is damaged: {}", dir, fmt::join(problems, "; "));
     GPT_CHECK(on_corrupt != "fail", "{} (checkpoint.on_corrupt: fail; with previous the run would continue from the "
               "newest intact older checkpoint)", report);
+    if (!set_aside) {
+      spdlog::error("{}; trying the previous one", report);
+      damaged.push_back(dir);
+      continue;
+    }
     // Out of the way: pruning counts checkpoints by step, and this one must not count as a kept one.
     const std::string aside = dir + ".damaged";
     std::error_code ec;
@@ -77,8 +84,8 @@ std::optional<std::string> select_resume_checkpoint(const std::string& run_dir, 
     spdlog::error("{}; moved to '{}', trying the previous one", report, aside);
     damaged.push_back(dir);
   }
-  GPT_CHECK(damaged.empty(), "'{}' has no intact checkpoint: all {} were damaged (kept as *.damaged); move them away "
-            "to start the run afresh", run_dir, damaged.size());
+  GPT_CHECK(damaged.empty(), "'{}' has no intact checkpoint: all {} were damaged{}; move them away to start the run "
+            "afresh", run_dir, damaged.size(), set_aside ? " (kept as *.damaged)" : "");
   return std::nullopt;
 }
 

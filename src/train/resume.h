@@ -11,9 +11,11 @@ namespace gpt {
 
 // The newest checkpoint of the run whose manifest and checksums verify, or nullopt when the run has none.
 // A damaged one is reported naming each bad file and mismatch; on_corrupt "fail" then throws, "previous"
-// renames it to step_N.damaged (kept for inspection, out of the way of pruning and of later saves) and
-// tries the next older one. Throws when checkpoints exist but none is intact.
-std::optional<std::string> select_resume_checkpoint(const std::string& run_dir, const std::string& on_corrupt);
+// tries the next older one, first renaming the damaged one to step_N.damaged (kept for inspection, out of
+// the way of pruning and of later saves) when set_aside; readers (gpt-train sample) leave the run as it is.
+// Throws when checkpoints exist but none is intact.
+std::optional<std::string> select_resume_checkpoint(const std::string& run_dir, const std::string& on_corrupt,
+                                                    bool set_aside = true);
 
 // Compares the checkpoint's resolved config with the current one, key by key. A changed model shape
 // (any model key but dropout, init_std and init_from) throws naming every differing key with both

@@ -2,6 +2,7 @@
 
 #include "dist/single_communicator.h"
 #include "config/config_loader.h"
+#include "core/printable.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
 #include "io/llmc_model_file.h"
@@ -9,9 +10,12 @@
 #include "memory/arena_usage.h"
 #include "memory/planner.h"
 #include "optim/lr_schedule.h"
+#include "train/data_check.h"
+#include "train/memory_check.h"
 #include "train/nonfinite.h"
 #include "train/precision_state.h"
 #include "train/resume.h"
+#include "train/run_directory.h"
 #include "train/sampler.h"
 #include "train/stop_request.h"
 
@@ -76,6 +80,12 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
     comm_ = own_comm_.get();
   }
   const int rank = comm_->rank(), world = comm_->world_size();
+  // Before anything is allocated: the run directory is this run's, or the run does not start.
+  std::optional<ExistingRun> old_run;  // set aside once every other start check has passed
+  if (rank == 0) {
+    run_lock_ = std::make_unique<RunDirectoryLock>(config_.log.run_dir);
+    old_run = check_run_directory(config_.log.run_dir, config_.train.resume, config_.train.overwrite);
+  }
   if (config_.train.global_batch_tokens > 0) {
     TrainConfig& tc = config_.train;
     const int64_t per_micro_step = static_cast<int64_t>(tc.batch_size) * tc.seq_len * world;
@@ -92,6 +102,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   }
   const TrainConfig& t = config_.train;
   backend_ = make_backend(parse_backend_kind(t.backend), threads_per_rank(t.threads, comm_->local_size()));
+  contention_ = std::make_unique<ContentionMonitor>(omp_get_max_threads());
   RecomputePolicy policy = resolve_recompute(config_.recompute, config_.model.n_layer);
   if (!config_.memory.budget.empty()) {
     const auto budget = parse_byte_size(config_.memory.budget);
@@ -108,6 +119,9 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   }
   recipe_ = precision_recipe(config_.precision);
   recipe_.validate(config_.model.n_layer);
+  if (backend_->name() == "cpu")
+    if (const auto host = host_memory())
+      check_fits_host_memory(ledger_for(config_, policy, t.batch_size, backend_->attention_keeps_probs()), *host);
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy, recipe_);
   if (recipe_.uses_loss_scaling()) scaler_.emplace(recipe_.loss_scale);
   dp_ = std::make_unique<DataParallel>(*model_, *comm_, config_.dist.zero);
@@ -131,6 +145,8 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
                                       : std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_);
   tokenizer_ = make_tokenizer(config_.data.tokenizer);
 
+  require_shards("data.train", config_.data.train);
+  if (!config_.data.val.empty()) require_shards("data.val", config_.data.val);
   // Each rank reads its own part of every global batch (and of the validation batches).
   DataLoaderOptions train_opts{config_.data.train, t.batch_size, t.seq_len, config_.model.vocab_size, true, t.seed,
                                rank, world};
@@ -139,6 +155,11 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
     DataLoaderOptions val_opts{config_.data.val, t.batch_size, t.seq_len, config_.model.vocab_size, false, t.seed,
                                rank, world};
     val_loader_ = std::make_unique<DataLoader>(val_opts);
+  }
+  if (rank == 0) {
+    std::vector<std::string> shards = train_loader_->shard_paths();
+    if (val_loader_) shards.insert(shards.end(), val_loader_->shard_paths().begin(), val_loader_->shard_paths().end());
+    check_shard_tokens(shards, config_.model.vocab_size, kStartTokenCheckBytes);
   }
   inputs_.resize(static_cast<size_t>(t.grad_accum_steps) * t.batch_size * t.seq_len);
   targets_.resize(inputs_.size());
@@ -152,7 +173,6 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   }
   dp_->broadcast_parameters();  // every rank starts from rank 0's weights
 
-  if (rank == 0) fs::create_directories(config_.log.run_dir);
   if (t.resume) {
     // Rank 0 picks the checkpoint (verifying it, and setting damaged ones aside); every rank resumes from that
     // one, which it must see: log.run_dir has to be on a filesystem all nodes share.
@@ -186,9 +206,8 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
     }
   }
   if (rank == 0) {
-    std::ofstream out(fs::path(config_.log.run_dir) / "config.yaml");
-    out << config_yaml_;
-    GPT_CHECK(out.good(), "cannot write '{}/config.yaml'", config_.log.run_dir);
+    if (old_run) set_run_aside(config_.log.run_dir, *old_run);
+    write_file_durably((fs::path(config_.log.run_dir) / "config.yaml").string(), config_yaml_);
     metrics_ = std::make_unique<MetricsWriter>((fs::path(config_.log.run_dir) / "metrics.jsonl").string());
   }
 }
@@ -196,17 +215,11 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
 Trainer::~Trainer() = default;
 
 void Trainer::log_start() const {
+  // A few lines on the console; everything else at log.level: debug, and in the run directory
+  // (config.yaml, ledger.txt).
   const TrainConfig& t = config_.train;
-  spdlog::info("resolved configuration:\n{}", config_yaml_);
-  spdlog::info("backend {} | model {} parameters (L{} C{} NH{} V{} padded to {})", backend_->name(),
-               model_->num_parameters(), config_.model.n_layer, config_.model.n_embd, config_.model.n_head,
-               config_.model.vocab_size, config_.model.padded_vocab_size());
+  spdlog::debug("resolved configuration:\n{}", config_yaml_);
   const int world = comm_->world_size();
-  spdlog::info("batch: {} micro-batches x {} ranks x {} sequences x {} tokens = {} tokens per step (effective batch {} "
-               "sequences)",
-               t.grad_accum_steps, world, t.batch_size, t.seq_len,
-               static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size * t.seq_len,
-               static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size);
   MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size,
                                    backend_->attention_keeps_probs());
   if (world > 1) {
@@ -217,15 +230,31 @@ void Trainer::log_start() const {
     ledger.optimizer = optimizer_->state_bytes();
     ledger.communication = dp_->buffer_bytes();
   }
-  spdlog::info("memory ledger (recompute {}, precision {}), planned before allocation:\n{}",
-               model_->activation_plan().policy.describe(), config_.precision.recipe, ledger.table());
+  const std::string ledger_text =
+      fmt::format("memory ledger (recompute {}, precision {}), planned before allocation:\n{}",
+                  model_->activation_plan().policy.describe(), config_.precision.recipe, ledger.table());
+  spdlog::debug("{}", ledger_text);
+  if (comm_->rank() == 0) write_file_durably((fs::path(config_.log.run_dir) / "ledger.txt").string(), ledger_text + "\n");
+  spdlog::info("model: {:.2f}M parameters (L{} C{} NH{}, vocab {} padded to {}), backend {}, {} threads",
+               static_cast<double>(model_->num_parameters()) / 1e6, config_.model.n_layer, config_.model.n_embd,
+               config_.model.n_head, config_.model.vocab_size, config_.model.padded_vocab_size(), backend_->name(),
+               omp_get_max_threads());
+  spdlog::info("data: {} train shard(s), {} samples of {} tokens per epoch{}", train_loader_->shard_paths().size(),
+               train_loader_->num_samples(), t.seq_len,
+               val_loader_ ? fmt::format("; {} validation shard(s)", val_loader_->shard_paths().size()) : "");
+  spdlog::info("batch: {} micro-batches x {} ranks x {} sequences x {} tokens = {} tokens per step; {} steps",
+               t.grad_accum_steps, world, t.batch_size, t.seq_len,
+               static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size * t.seq_len, t.steps);
+  spdlog::info("memory: {} (parameters {}, gradients {}, AdamW {}, activations {}); precision {}, recompute {}",
+               format_bytes(ledger.total()), format_bytes(ledger.parameters + ledger.compute_weights),
+               format_bytes(ledger.gradients), format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
+               config_.precision.recipe, model_->activation_plan().policy.describe());
   if (recipe_.compute_dtype() != DType::F32)
-    spdlog::info("precision {}: the ledger gives the GPU layout ({} activations and weight copy); the CPU backend "
-                 "emulates the rounding in F32 storage and holds {} of activations",
-                 config_.precision.recipe, dtype_name(recipe_.compute_dtype()),
-                 format_bytes(model_->activation_plan().total_bytes()));
-  spdlog::info("train data: {} shards, {} samples of {} tokens per epoch", train_loader_->shard_paths().size(),
-               train_loader_->num_samples(), t.seq_len);
+    spdlog::debug("precision {}: the ledger gives the GPU layout ({} activations and weight copy); the CPU backend "
+                  "emulates the rounding in F32 storage and holds {} of activations",
+                  config_.precision.recipe, dtype_name(recipe_.compute_dtype()),
+                  format_bytes(model_->activation_plan().total_bytes()));
+  spdlog::info("run directory: {} (config.yaml, ledger.txt, metrics.jsonl, checkpoints/)", config_.log.run_dir);
 }
 
 StepResult Trainer::train_step(std::span<const int32_t> inputs, std::span<const int32_t> targets) {
@@ -393,28 +422,49 @@ std::string Trainer::write_checkpoint(std::optional<LoaderPosition> loader) {
   return dir;
 }
 
-TrainSummary Trainer::run() {
-  log_start();
+void Trainer::fail_keeping_last_good_state(const std::exception& error, std::optional<LoaderPosition> good,
+                                           int64_t first_step) {
+  // Only a state between steps is worth saving, and only where one process can save it alone: rank 0 of
+  // a job whose optimizer state is not sharded (ZeRO-1 checkpoints take every rank, which may be gone).
+  const bool alone = comm_->world_size() == 1 || (comm_->rank() == 0 && dp_->zero_stage() == 0);
+  if (!good || !alone) throw;
+  if (step_ == checkpointed_step_)
+    GPT_FAIL("{}; the last good state, step {}, is the checkpoint '{}'; fix the cause and continue with --set "
+             "train.resume=true", error.what(), step_, checkpoint_dir(config_.log.run_dir, step_));
+  if (step_ == first_step)
+    GPT_FAIL("{}; no step was completed since the start, so there is nothing new to save", error.what());
+  spdlog::error("{}; writing a checkpoint of the last good state, step {}", message_for_log(error.what()), step_);
+  std::string dir;
+  try {
+    dir = write_checkpoint(good);
+  } catch (const std::exception& e) {
+    GPT_FAIL("{}; writing a checkpoint of step {} failed too: {}", error.what(), step_, e.what());
+  }
+  GPT_FAIL("{}; the last good state, step {}, is in '{}'; fix the cause and continue with --set train.resume=true",
+           error.what(), step_, dir);
+}
+
+void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& total_ms,
+                         std::optional<LoaderPosition>& good) {
   const TrainConfig& t = config_.train;
   const size_t micro = static_cast<size_t>(t.batch_size) * t.seq_len;
-  TrainSummary summary;
-  const int64_t first_step = step_;
-  double total_ms = 0.0;
   auto due = [](int64_t step, int every) { return every > 0 && step % every == 0; };
-
   while (step_ < t.steps && !stop_everywhere()) {
     const LoaderPosition before_step = train_loader_->position();
+    good = before_step;
     for (int k = 0; k < t.grad_accum_steps; ++k)
       train_loader_->next_batch(std::span(inputs_).subspan(k * micro, micro), std::span(targets_).subspan(k * micro, micro));
     // The first step of a process also measures what it wrote of the activation arena.
     const bool measure = step_ == first_step;
     if (measure) poison_arena(model_->activation_arena(), *backend_);
+    good.reset();
     const StepResult r = train_step(inputs_, targets_);
+    if (r.nonfinite.empty() || t.on_nonfinite != "stop") good = train_loader_->position();
     if (measure) {
       const uint64_t planned = model_->activation_plan().total_bytes();
       const uint64_t measured = written_bytes(model_->activation_arena(), *backend_);
       summary.measured_activation_bytes = measured;
-      if (measured == planned) spdlog::info("activations: planned {}, measured {} (equal)", format_bytes(planned), format_bytes(measured));
+      if (measured == planned) spdlog::debug("activations: planned {}, measured {} (equal)", format_bytes(planned), format_bytes(measured));
       else spdlog::warn("activations: planned {}, measured {}: the ledger is wrong (a bug)", format_bytes(planned), format_bytes(measured));
     }
     if (!r.nonfinite.empty() && t.on_nonfinite == "stop") {
@@ -429,11 +479,20 @@ TrainSummary Trainer::run() {
     if (!r.nonfinite.empty())
       spdlog::warn("step {}: {}; update skipped (train.on_nonfinite: skip; {} skipped so far)", r.step, r.nonfinite,
                    skipped_steps_);
+    if (auto warning = contention_->after_step()) spdlog::warn("{}", *warning);
     const bool last = step_ == t.steps;
     summary.last_loss = r.loss;
     total_ms += r.ms;
     const double tokens_per_s = static_cast<double>(inputs_.size()) * dp_->world_size() / (r.ms / 1000.0);
-    const double eta_s = total_ms / 1000.0 / static_cast<double>(step_ - first_step) * static_cast<double>(t.steps - step_);
+    // The ETA from the recent steps: the rate of the first ones (warm-up, page faults) or of a quieter hour
+    // says little about the next.
+    recent_ms_.push_back(r.ms);
+    recent_ms_sum_ += r.ms;
+    if (recent_ms_.size() > kEtaWindowSteps) {
+      recent_ms_sum_ -= recent_ms_.front();
+      recent_ms_.pop_front();
+    }
+    const double eta_s = recent_ms_sum_ / 1000.0 / static_cast<double>(recent_ms_.size()) * static_cast<double>(t.steps - step_);
     if (r.overflow)
       spdlog::warn("step {}: fp16 gradients overflowed at loss scale {:g}; update skipped, scale backed off to {:g} "
                    "({} overflowed steps so far)",
@@ -471,17 +530,41 @@ TrainSummary Trainer::run() {
       metrics_->write(line);
     }
 
-    if (val_loader_ && (due(r.step, t.eval_every) || last)) {
+    // every: 0 means never; otherwise the last step is evaluated and sampled too.
+    if (val_loader_ && t.eval_every > 0 && (due(r.step, t.eval_every) || last)) {
       summary.last_val_loss = evaluate();
       spdlog::info("step {:>5} | val loss {:.4f}", r.step, *summary.last_val_loss);
       if (metrics_) metrics_->write(JsonLine().add("step", r.step).add("val_loss", *summary.last_val_loss));
     }
-    if (comm_->rank() == 0 && t.sample_tokens > 0 && (due(r.step, t.sample_every) || last)) {
+    if (comm_->rank() == 0 && t.sample_tokens > 0 && t.sample_every > 0 && (due(r.step, t.sample_every) || last)) {
       summary.last_sample = sample();
       spdlog::info("step {:>5} | sample:\n{}", r.step, summary.last_sample);
       if (metrics_) metrics_->write(JsonLine().add("step", r.step).add("sample", summary.last_sample));
     }
-    if (due(r.step, config_.checkpoint.every) && !last && !stop_everywhere()) summary.last_checkpoint = write_checkpoint();
+    if (due(r.step, config_.checkpoint.every) && !last && !stop_everywhere()) {
+      good.reset();
+      summary.last_checkpoint = write_checkpoint();
+      good = train_loader_->position();
+    }
+  }
+}
+
+TrainSummary Trainer::run() {
+  log_start();
+  const TrainConfig& t = config_.train;
+  TrainSummary summary;
+  const int64_t first_step = step_;
+  if (step_ >= t.steps)
+    spdlog::info("nothing to do: the run is at step {} and train.steps is {}; raise train.steps to train further", step_,
+                 t.steps);
+  double total_ms = 0.0;
+  // The loader position that goes with the model's state whenever that state is a consistent one to save
+  // (between steps); empty while a step or a checkpoint is under way.
+  std::optional<LoaderPosition> good;
+  try {
+    train_loop(summary, first_step, total_ms, good);
+  } catch (const std::exception& e) {
+    fail_keeping_last_good_state(e, good, first_step);
   }
   if (summary.status != TrainStatus::NonFinite && stop_ && step_ < t.steps) {
     summary.status = TrainStatus::Interrupted;

@@ -12,8 +12,11 @@
 #include "model/fp8_gemms.h"
 #include "optim/adamw.h"
 #include "precision/recipe.h"
+#include "train/contention.h"
 #include "train/metrics.h"
+#include "train/run_directory.h"
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -84,9 +87,16 @@ class Trainer {
   // The loader position defaults to the current one; a stop on a non-finite step saves the position
   // before that step's batches.
   std::string write_checkpoint(std::optional<LoaderPosition> loader = std::nullopt);
+  // The steps of run(); `good` as fail_keeping_last_good_state() takes it.
+  void train_loop(TrainSummary& summary, int64_t first_step, double& total_ms, std::optional<LoaderPosition>& good);
+  // Rethrows an error that ended the loop, first writing a checkpoint of the last good state (the model as
+  // it is, with loader position `good`) when there is one this process can write; the error says where.
+  [[noreturn]] void fail_keeping_last_good_state(const std::exception& error, std::optional<LoaderPosition> good,
+                                                 int64_t first_step);
   // Whether a stop was requested on any rank (a collective: every rank asks at the same points).
   bool stop_everywhere();
 
+  std::unique_ptr<RunDirectoryLock> run_lock_;  // rank 0; declared first so it is released last
   Config config_;
   std::string config_yaml_;
   std::unique_ptr<Communicator> own_comm_;
@@ -106,6 +116,10 @@ class Trainer {
   int64_t skipped_steps_ = 0;
   int64_t checkpointed_step_ = -1;  // step of the newest checkpoint this process wrote or resumed from
   bool stop_ = false;               // the last answer of stop_everywhere()
+  std::unique_ptr<ContentionMonitor> contention_;
+  static constexpr size_t kEtaWindowSteps = 50;
+  std::deque<double> recent_ms_;  // the last kEtaWindowSteps step times, for the ETA
+  double recent_ms_sum_ = 0.0;
 };
 
 }  // namespace gpt

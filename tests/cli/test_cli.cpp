@@ -5,10 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace gpt::test {
 namespace {
@@ -18,8 +23,9 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-CommandResult run_cli(const std::string& args) {
-  const std::string command = std::string(GPT_TRAIN_EXE) + " " + args + " 2>&1";
+// stderr joins stdout unless `stderr_to` names a file for it.
+CommandResult run_cli(const std::string& args, const std::string& stderr_to = "") {
+  const std::string command = std::string(GPT_TRAIN_EXE) + " " + args + " 2>" + (stderr_to.empty() ? "&1" : stderr_to);
   CommandResult r;
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return r;
@@ -98,12 +104,135 @@ TEST(Cli, PrepareTrainSampleWritesTheRunDirectory) {
   EXPECT_EQ(r.output.rfind("fox", 0), 0u) << r.output;
 }
 
+// The output of `command` run on a pseudo-terminal, as a user at a terminal sees it.
+std::string run_on_terminal(const std::string& command) {
+  int master = -1;
+  const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string out;
+  if (pid < 0) return out;
+  std::array<char, 4096> buffer{};
+  ssize_t n;
+  while ((n = read(master, buffer.data(), buffer.size())) > 0) out.append(buffer.data(), static_cast<size_t>(n));
+  close(master);
+  waitpid(pid, nullptr, 0);
+  return out;
+}
+
+void flip_byte(const std::filesystem::path& path, std::streamoff offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(offset);
+  const char c = static_cast<char>(f.get());
+  f.seekp(offset);
+  f.put(static_cast<char>(c ^ 0x01));
+}
+
+TEST(Cli, SampleFallsBackPastADamagedCheckpointAndEscapesOnlyOnATerminal) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  write_text(dir.path() / "input.txt", text);
+  ASSERT_EQ(run_cli("prepare --input " + dir.file("input.txt") + " --out " + dir.file("data")).exit_code, 0);
+  write_text(dir.path() / "tiny.yaml", tiny_config(dir));
+  CommandResult r = run_cli("train " + dir.file("tiny.yaml") + " --set checkpoint.every=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto run = dir.path() / "run";
+  flip_byte(run / "checkpoints" / "step_00000003" / "model.bin", 2000);
+
+  // The untrained byte model emits control bytes among its 400 (P(none) < 1e-20): raw into a pipe.
+  r = run_cli("sample " + run.string() + " --tokens 400", dir.file("sample.err"));
+  ASSERT_EQ(r.exit_code, 0) << r.output << read_text(dir.path() / "sample.err");
+  const std::string err = read_text(dir.path() / "sample.err");
+  EXPECT_NE(err.find("step_00000003' is damaged: model.bin: CRC-32C"), std::string::npos) << err;
+  EXPECT_NE(err.find("using '" + (run / "checkpoints" / "step_00000002").string() + "', the newest intact checkpoint"),
+            std::string::npos)
+      << err;
+  EXPECT_TRUE(std::filesystem::exists(run / "checkpoints" / "step_00000003")) << "a reader must not move checkpoints";
+  EXPECT_TRUE(std::any_of(r.output.begin(), r.output.end(),
+                          [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t'; }))
+      << "no raw control byte in the piped sample";
+
+  // On a terminal: nothing but newlines (the terminal's \r\n) and escapes.
+  const std::string shown =
+      run_on_terminal(std::string(GPT_TRAIN_EXE) + " sample " + run.string() + " --tokens 400 2>/dev/null");
+  EXPECT_GT(shown.size(), 400u) << shown;
+  EXPECT_NE(shown.find("\\x"), std::string::npos) << shown;
+  for (char c : shown) ASSERT_TRUE(static_cast<unsigned char>(c) >= 0x20 || c == '\n' || c == '\r' || c == '\t') << int(c);
+
+  // A checkpoint named on its own must be intact.
+  r = run_cli("sample " + (run / "checkpoints" / "step_00000003").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("name its run directory to use the newest intact one"), std::string::npos) << r.output;
+}
+
+// libgomp reads its wait policy when it loads, so gpt-train bounds the spinning by re-executing itself
+// with GOMP_SPINCOUNT set; a policy the user set is left alone.
+TEST(Cli, OpenMpSpinningIsBoundedUnlessTheUserChoseAPolicy) {
+  ::unsetenv("GOMP_SPINCOUNT");  // as ctest sets it for the in-process tests
+  ::unsetenv("OMP_WAIT_POLICY");
+  CommandResult r = run_cli("info");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("spin for GOMP_SPINCOUNT=10000 iterations, then sleep (gpt-train's default"),
+            std::string::npos)
+      << r.output;
+  const std::string exe = GPT_TRAIN_EXE;
+  for (const char* env : {"OMP_WAIT_POLICY=active", "GOMP_SPINCOUNT=300000"}) {
+    FILE* pipe = popen(("env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY " + std::string(env) + " " + exe + " info").c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    std::array<char, 4096> buffer{};
+    size_t n;
+    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
+    EXPECT_EQ(pclose(pipe), 0);
+    EXPECT_NE(out.find("wait policy from the environment"), std::string::npos) << env << ": " << out;
+  }
+}
+
+TEST(Cli, AShortStartEveryZeroMeansNeverAndNothingToDoIsSaid) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  write_text(dir.path() / "input.txt", text);
+  ASSERT_EQ(run_cli("prepare --input " + dir.file("input.txt") + " --out " + dir.file("data")).exit_code, 0);
+  write_text(dir.path() / "tiny.yaml", tiny_config(dir));
+  CommandResult r = run_cli("train " + dir.file("tiny.yaml") + " --set train.eval_every=0 --set train.sample_every=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The console: a few lines before step 1; the full config and ledger are in the run directory.
+  const std::string before_step_1 = r.output.substr(0, r.output.find("step     1/3"));
+  EXPECT_LT(std::count(before_step_1.begin(), before_step_1.end(), '\n'), 8) << before_step_1;
+  EXPECT_EQ(before_step_1.find("resolved configuration"), std::string::npos) << before_step_1;
+  EXPECT_NE(before_step_1.find("memory: "), std::string::npos) << before_step_1;
+  EXPECT_NE(read_text(dir.path() / "run" / "ledger.txt").find("activations"), std::string::npos);
+  const std::string metrics = read_text(dir.path() / "run" / "metrics.jsonl");
+  EXPECT_EQ(metrics.find("val_loss"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("\"sample\""), std::string::npos) << metrics;
+
+  r = run_cli("train " + dir.file("tiny.yaml") + " --set train.resume=true --set train.backend=auto");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("train.backend auto: the CPU, since "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nothing to do: the run is at step 3 and train.steps is 3"), std::string::npos) << r.output;
+
+  r = run_cli("sample " + dir.file("run") + " --tokens 1e11");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--tokens 1e11 is too large: at most 2147483647"), std::string::npos) << r.output;
+  r = run_cli("sample " + dir.file("run") + " --tokens 2.5");
+  EXPECT_NE(r.output.find("--tokens expects an integer, got '2.5'"), std::string::npos) << r.output;
+}
+
 TEST(Cli, ConfigErrorNamesKeyAndLineAndExitsNonZero) {
   TempDir dir;
   write_text(dir.path() / "bad.yaml", "model:\n  n_layer: 2\n  n_layers: 3\n");
   CommandResult r = run_cli("train " + dir.file("bad.yaml"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("bad.yaml:3: unknown key 'model.n_layers'"), std::string::npos) << r.output;
+  // Colour only for a terminal, and no source location of ours (log.level: debug shows those).
+  EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(".cpp:"), std::string::npos) << r.output;
+  EXPECT_NE(run_on_terminal(std::string(GPT_TRAIN_EXE) + " train " + dir.file("bad.yaml")).find("\x1b["),
+            std::string::npos);
   r = run_cli("train " + dir.file("bad.yaml") + " --set model.n_layers=3");
   EXPECT_EQ(r.exit_code, 1);
 }

@@ -58,6 +58,7 @@ class TrainProcess {
   TrainProcess(const TrainProcess&) = delete;
   TrainProcess& operator=(const TrainProcess&) = delete;
 
+  pid_t pid() const { return pid_; }
   void signal(int sig) {
     if (pid_ > 0 && !status_) ::kill(pid_, sig);
   }

@@ -53,8 +53,12 @@ void flip_byte(const std::string& path, size_t offset) {
 TEST(TrainerReliability, DamagedLatestFallsBackToThePreviousAndStillMatches) {
   TempDir dir;
   Config c = small_run(dir);
-  Trainer reference(c, config_to_yaml(c));
-  reference.run();
+  std::vector<float> reference_parameters;
+  {
+    Trainer reference(c, config_to_yaml(c));  // holds the run directory's lock until it goes
+    reference.run();
+    reference_parameters = reference.model().parameters_to_host();
+  }
   // As if the run had crashed after writing step 4, and step 4's checkpoint had then been damaged.
   const std::string run = c.log.run_dir;
   fs::remove_all(checkpoint_dir(run, 6));
@@ -72,7 +76,7 @@ TEST(TrainerReliability, DamagedLatestFallsBackToThePreviousAndStillMatches) {
   EXPECT_EQ(resumed.step(), 3);
   EXPECT_TRUE(fs::exists(checkpoint_dir(run, 4) + ".damaged"));
   resumed.run();
-  EXPECT_EQ(resumed.model().parameters_to_host(), reference.model().parameters_to_host());
+  EXPECT_EQ(resumed.model().parameters_to_host(), reference_parameters);
   EXPECT_TRUE(verify_checkpoint(checkpoint_dir(run, 4)).empty());
 }
 
@@ -165,20 +169,24 @@ TEST(TrainerNonFinite, StopKeepsTheLastGoodStateAndNamesTheTensor) {
 
   Config run = c;
   run.log.run_dir = dir.file("run_stop");
-  Trainer t(run, config_to_yaml(run));
-  const TrainSummary s = t.run();
-  EXPECT_EQ(s.status, TrainStatus::NonFinite);
-  EXPECT_EQ(s.steps_done, 1);
-  EXPECT_NE(s.message.find("step 2: loss is"), std::string::npos) << s.message;
-  EXPECT_EQ(s.last_checkpoint, checkpoint_dir(run.log.run_dir, 1));
-  EXPECT_TRUE(verify_checkpoint(s.last_checkpoint).empty());
+  std::vector<float> stopped_parameters;
+  {
+    Trainer t(run, config_to_yaml(run));
+    const TrainSummary s = t.run();
+    EXPECT_EQ(s.status, TrainStatus::NonFinite);
+    EXPECT_EQ(s.steps_done, 1);
+    EXPECT_NE(s.message.find("step 2: loss is"), std::string::npos) << s.message;
+    EXPECT_EQ(s.last_checkpoint, checkpoint_dir(run.log.run_dir, 1));
+    EXPECT_TRUE(verify_checkpoint(s.last_checkpoint).empty());
+    stopped_parameters = t.model().parameters_to_host();
+  }
 
   // The checkpoint holds the state before the bad step, loader position included: a resume replays it.
   Config resume = run;
   resume.train.resume = true;
   Trainer again(resume, config_to_yaml(resume));
   EXPECT_EQ(again.step(), 1);
-  EXPECT_EQ(again.model().parameters_to_host(), t.model().parameters_to_host());
+  EXPECT_EQ(again.model().parameters_to_host(), stopped_parameters);
   EXPECT_EQ(again.run().status, TrainStatus::NonFinite);
 }
 
@@ -197,13 +205,15 @@ TEST(TrainerNonFinite, SkipDropsTheUpdatesAndCountsThem) {
     after_one = t.model().parameters_to_host();
   }
   c.train.steps = 4;
-  Trainer t(c, config_to_yaml(c));
-  const TrainSummary s = t.run();
-  EXPECT_EQ(s.status, TrainStatus::Completed);
-  EXPECT_EQ(s.steps_done, 4);
-  EXPECT_EQ(s.skipped_steps, 3);
-  EXPECT_EQ(t.optimizer().step_count(), 1);
-  EXPECT_EQ(t.model().parameters_to_host(), after_one);
+  {
+    Trainer t(c, config_to_yaml(c));
+    const TrainSummary s = t.run();
+    EXPECT_EQ(s.status, TrainStatus::Completed);
+    EXPECT_EQ(s.steps_done, 4);
+    EXPECT_EQ(s.skipped_steps, 3);
+    EXPECT_EQ(t.optimizer().step_count(), 1);
+    EXPECT_EQ(t.model().parameters_to_host(), after_one);
+  }
   const std::string metrics = read_file_bytes(c.log.run_dir + "/metrics.jsonl");
   EXPECT_NE(metrics.find("\"skipped\":1"), std::string::npos) << metrics;
 

@@ -1,0 +1,39 @@
+// Noticing that the cores are shared. A step whose threads wait for a core another process holds takes
+// several times as long, and a user who sees only slow steps does not know why. Over windows of steps this
+// watches how much CPU time the process got against what its threads could have used, and how often the
+// scheduler took a core away from it (involuntary context switches, getrusage), and says so once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace gpt {
+
+struct ContentionSample {
+  double wall_s = 0.0;          // the window's length
+  double cpu_s = 0.0;           // CPU time of the process over the window (user + system)
+  int64_t preemptions = 0;      // involuntary context switches over the window
+};
+
+// Whether a window shows the cores contended: the threads got under 60% of the cores they run on and were
+// preempted more than 20 times a second (an idle machine preempts a few times a second at most).
+bool shows_contention(const ContentionSample& window, int threads);
+
+class ContentionMonitor {
+ public:
+  static constexpr int kWindowSteps = 20;
+  explicit ContentionMonitor(int threads);
+  // After each step: the warning, the first time a window shows contention.
+  std::optional<std::string> after_step();
+
+ private:
+  int threads_;
+  bool warned_ = false;
+  int steps_ = 0;
+  double wall_start_s_ = 0.0;
+  double cpu_start_s_ = 0.0;
+  int64_t preemptions_start_ = 0;
+};
+
+}  // namespace gpt

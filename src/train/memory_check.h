@@ -1,0 +1,25 @@
+// Whether the machine can hold the run, asked of the ledger before anything is allocated: a run too big
+// for it would otherwise fail inside an allocation ("could not allocate 118375650560 bytes") or be killed
+// by the kernel, without saying what took the memory.
+#pragma once
+
+#include "memory/ledger.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace gpt {
+
+struct HostMemory {
+  uint64_t total = 0;      // MemTotal
+  uint64_t available = 0;  // MemAvailable: what can be allocated without swapping
+};
+
+// From /proc/meminfo; nullopt where it cannot be read.
+std::optional<HostMemory> host_memory();
+
+// Throws, naming what the run needs by component and what the machine has, when the ledger's total is more
+// than the memory available.
+void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory& host);
+
+}  // namespace gpt
