@@ -259,7 +259,9 @@ TEST(Cli, InitFromChecksTheModelFileBeforeAllocating) {
   const LlmcModelHeader tiny{32, 256, 2, 2, 16, 256};
   const std::vector<float> params(tiny.num_parameters(), 0.01f);
   write_llmc_model(dir.file("model.bin"), tiny, params);
-  const std::string train = "train " + dir.file("tiny.yaml") + " --set train.steps=0 --set model.init_from=";
+  // Each attempt is a fresh run into the same run directory, so each sets the previous one aside.
+  const std::string train =
+      "train " + dir.file("tiny.yaml") + " --set train.steps=0 --set train.overwrite=true --set model.init_from=";
 
   CommandResult r = run_cli(train + dir.file("model.bin"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
