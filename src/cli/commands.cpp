@@ -4,6 +4,7 @@
 #include "bench/bench_command.h"
 #include "cli/args.h"
 #include "cli/signals.h"
+#include "cli/tokenize_command.h"
 #include "config/config_loader.h"
 #include "data/prepare.h"
 #include "data/tokenizer.h"
@@ -37,7 +38,8 @@ const std::vector<OptionSpec> kPrepareOptions = {
     {"input", "FILE", "Text file to tokenize (required)."},
     {"out", "DIR", "Directory for train_*.bin and val_*.bin shards (required)."},
     {"val-fraction", "F", "Fraction of tokens, taken from the end of the text, held out for validation (default 0.1)."},
-    {"tokenizer", "NAME", "Tokenizer: byte (default)."},
+    {"tokenizer", "NAME", "Tokenizer: byte (default) or gpt2."},
+    {"tokenizer-path", "DIR", "gpt2: directory of encoder.json + vocab.bpe or vocab.json + merges.txt (default ~/.cache/gpt-train/gpt2)."},
 };
 
 const std::vector<OptionSpec> kSampleOptions = {
@@ -120,6 +122,7 @@ int run_prepare(const std::vector<std::string>& argv) {
   GPT_CHECK(options.val_fraction >= 0.0 && options.val_fraction < 1.0, "--val-fraction must be in [0, 1), got {}",
             options.val_fraction);
   options.tokenizer = args.get("tokenizer", options.tokenizer);
+  options.tokenizer_path = args.get("tokenizer-path", options.tokenizer_path);
   prepare_dataset(options);
   return 0;
 }
@@ -149,7 +152,7 @@ int run_sample(const std::vector<std::string>& argv) {
   read_llmc_parameters((fs::path(dir) / "model.bin").string(), header, params);
   model.parameters_from_host(params);
 
-  auto tokenizer = make_tokenizer(config.data.tokenizer);
+  auto tokenizer = make_tokenizer(config.data.tokenizer, config.data.tokenizer_path);
   const std::string prompt_text = args.get("prompt");
   std::vector<int> prompt = tokenizer->encode(prompt_text);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_token());
@@ -227,6 +230,8 @@ const std::vector<Command>& commands() {
       {"train", "train a model from a YAML config", run_train, train_help},
       {"prepare", "tokenize a text file into train/val token shards", run_prepare, prepare_help},
       {"sample", "generate text from a checkpoint", run_sample, sample_help},
+      {"tokenize", "print the token ids of a text (or, with --decode, the text of ids)", run_tokenize_command,
+       tokenize_help},
       {"plan", "print the memory ledger of each recompute mode, without training", run_plan, plan_help},
       {"config", "print the resolved config, or the reference of all keys", run_config, config_help},
       {"info", "show CPU/BLAS threads and CUDA devices", run_info, info_help},

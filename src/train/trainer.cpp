@@ -129,7 +129,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   optimizer_ = dp_->zero_stage() == 1 ? std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_,
                                                                   dp_->optimizer_ranges())
                                       : std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_);
-  tokenizer_ = make_tokenizer(config_.data.tokenizer);
+  tokenizer_ = make_tokenizer(config_.data.tokenizer, config_.data.tokenizer_path);
 
   // Each rank reads its own part of every global batch (and of the validation batches).
   DataLoaderOptions train_opts{config_.data.train, t.batch_size, t.seq_len, config_.model.vocab_size, true, t.seed,
