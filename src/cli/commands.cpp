@@ -3,6 +3,7 @@
 #include "backend/cuda_entry.h"
 #include "bench/bench_command.h"
 #include "cli/args.h"
+#include "cli/export_command.h"
 #include "cli/signals.h"
 #include "cli/tokenize_command.h"
 #include "config/config_loader.h"
@@ -127,7 +128,8 @@ int run_prepare(const std::vector<std::string>& argv) {
   return 0;
 }
 
-// A checkpoint directory, or a run directory (its newest checkpoint).
+}  // namespace
+
 std::string resolve_checkpoint(const std::string& path) {
   std::string dir = path;
   if (!fs::exists(fs::path(path) / kManifestFile)) {
@@ -139,6 +141,8 @@ std::string resolve_checkpoint(const std::string& path) {
   GPT_CHECK(problems.empty(), "checkpoint '{}' is damaged: {}", dir, fmt::join(problems, "; "));
   return dir;
 }
+
+namespace {
 
 int run_sample(const std::vector<std::string>& argv) {
   ParsedArgs args = parse_args("sample", argv, kSampleOptions);
@@ -230,6 +234,8 @@ const std::vector<Command>& commands() {
       {"train", "train a model from a YAML config", run_train, train_help},
       {"prepare", "tokenize a text file into train/val token shards", run_prepare, prepare_help},
       {"sample", "generate text from a checkpoint", run_sample, sample_help},
+      {"export", "write a checkpoint as a Hugging Face GPT-2 (safetensors) or an llm.c model file", run_export_command,
+       export_help},
       {"tokenize", "print the token ids of a text (or, with --decode, the text of ids)", run_tokenize_command,
        tokenize_help},
       {"plan", "print the memory ledger of each recompute mode, without training", run_plan, plan_help},

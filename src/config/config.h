@@ -35,7 +35,7 @@ struct ModelConfig {
     v.field("n_embd", n_embd, "Channels of the residual stream.");
     v.field("dropout", dropout, "Dropout probability on embeddings, attention probabilities and residual branches (0 disables).");
     v.field("init_std", init_std, "Standard deviation of the GPT-2 initialisation; residual projections use init_std / sqrt(2 n_layer).");
-    v.field("init_from", init_from, "Optional llm.c model checkpoint (.bin, version 3 fp32) to initialise the weights from; its shape must match.");
+    v.field("init_from", init_from, "Optional checkpoint to initialise the weights from; its shape must match: an llm.c model file (.bin, version 3 fp32), or a Hugging Face GPT-2 checkpoint (a directory with model.safetensors and config.json, or a .safetensors file; F32, F16 or BF16).");
   }
 };
 

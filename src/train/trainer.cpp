@@ -4,6 +4,7 @@
 #include "config/config_loader.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
+#include "io/hf_gpt2.h"
 #include "io/llmc_model_file.h"
 #include "io/optimizer_shards.h"
 #include "memory/arena_usage.h"
@@ -143,7 +144,11 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   inputs_.resize(static_cast<size_t>(t.grad_accum_steps) * t.batch_size * t.seq_len);
   targets_.resize(inputs_.size());
 
-  if (!config_.model.init_from.empty()) {
+  if (!config_.model.init_from.empty() && is_hf_checkpoint(config_.model.init_from)) {
+    model_->parameters_from_host(load_hf_gpt2(config_.model.init_from, config_.model));
+    spdlog::info("initialised {} parameters from Hugging Face checkpoint '{}'", model_->num_parameters(),
+                 config_.model.init_from);
+  } else if (!config_.model.init_from.empty()) {
     const LlmcModelHeader header = read_llmc_header(config_.model.init_from);
     std::vector<float> params(header.num_parameters());
     LlmcModelHeader expected;
