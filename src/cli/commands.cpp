@@ -22,6 +22,7 @@
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <iostream>
@@ -48,6 +49,8 @@ const std::vector<OptionSpec> kSampleOptions = {
     {"tokens", "N", "Tokens to generate (default 200)."},
     {"temperature", "T", "Sampling temperature (default 1.0)."},
     {"top-k", "K", "Sample among the K most likely tokens only (default 0 = all)."},
+    {"top-p", "P", "Then among the fewest most likely tokens whose probability reaches P (default 1 = all)."},
+    {"no-cache", "", "Rerun the whole window for every token instead of using the KV cache (for comparison)."},
     {"seed", "S", "Random seed (default 1)."},
     {"threads", "N", "CPU threads (default: all cores)."},
 };
@@ -160,14 +163,31 @@ int run_sample(const std::vector<std::string>& argv) {
   const std::string prompt_text = args.get("prompt");
   std::vector<int> prompt = tokenizer->encode(prompt_text);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_token());
-  SampleOptions options{args.get_int("tokens", 200), args.get_double("temperature", 1.0), args.get_int("top-k", 0)};
-  GPT_CHECK(options.tokens >= 0 && options.temperature > 0 && options.top_k >= 0,
-            "--tokens and --top-k must be >= 0 and --temperature > 0");
+  SampleOptions options{args.get_int("tokens", 200), args.get_double("temperature", 1.0), args.get_int("top-k", 0),
+                        args.get_double("top-p", 1.0)};
+  GPT_CHECK(options.tokens >= 0 && options.temperature > 0 && options.top_k >= 0 && options.top_p > 0 &&
+                options.top_p <= 1,
+            "--tokens and --top-k must be >= 0, --temperature > 0 and --top-p in (0, 1]");
   HostRng rng(static_cast<uint64_t>(args.get_int("seed", 1)), 0);
-  std::vector<int> tokens = generate(model, prompt, options, rng);
-  for (int& token : tokens)
-    if (token >= tokenizer->vocab_size()) token = tokenizer->eot_token();
-  std::cout << prompt_text << tokenizer->decode(tokens) << std::endl;
+  // A model with a larger vocabulary than the tokenizer may emit ids the tokenizer cannot decode.
+  const auto text_of = [&](int token) {
+    return tokenizer->decode(std::vector<int>{token < tokenizer->vocab_size() ? token : tokenizer->eot_token()});
+  };
+  const bool cached = !args.has("no-cache");
+  std::cout << prompt_text << std::flush;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> tokens;
+  if (cached) {
+    tokens = generate_cached(model, prompt, options, rng, [&](int token) { std::cout << text_of(token) << std::flush; });
+  } else {
+    tokens = generate(model, prompt, options, rng);
+    for (const int token : tokens) std::cout << text_of(token);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << std::endl;
+  spdlog::info("{} tokens in {:.2f} s: {:.1f} tokens/s ({}; prompt {} tokens)", tokens.size(), seconds,
+               static_cast<double>(tokens.size()) / std::max(seconds, 1e-9),
+               cached ? "KV cache" : "no cache: the whole window reruns per token", prompt.size());
   return 0;
 }
 
