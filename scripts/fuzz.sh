@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build="${GPT_SANITIZE_BUILD_DIR:-$root/build-san}"
 seconds="${GPT_FUZZ_SECONDS:-20}"
-targets=(config_loader token_shard checkpoint byte_tokenizer)
+targets=(config_loader token_shard checkpoint byte_tokenizer safetensors gpt2_tokenizer)
 GPT_SANITIZE_TARGETS="${targets[*]/#/fuzz_}" "$root/scripts/sanitize.sh" --build-only
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
