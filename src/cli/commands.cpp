@@ -4,7 +4,9 @@
 #include "bench/bench_command.h"
 #include "cli/args.h"
 #include "cli/openmp_env.h"
+#include "cli/export_command.h"
 #include "cli/signals.h"
+#include "cli/tokenize_command.h"
 #include "config/config_loader.h"
 #include "core/printable.h"
 #include "data/prepare.h"
@@ -24,6 +26,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <iostream>
@@ -43,7 +46,9 @@ const std::vector<OptionSpec> kPrepareOptions = {
     {"input", "FILE", "Text file to tokenize (required)."},
     {"out", "DIR", "Directory for train_*.bin and val_*.bin shards (required)."},
     {"val-fraction", "F", "Fraction of tokens, taken from the end of the text, held out for validation (default 0.1)."},
-    {"tokenizer", "NAME", "Tokenizer: byte (default)."},
+    {"tokenizer", "NAME", "Tokenizer: byte (default) or gpt2."},
+    {"tokenizer-path", "DIR", "gpt2: directory of encoder.json + vocab.bpe or vocab.json + merges.txt (default ~/.cache/gpt-train/gpt2)."},
+    {"shard-tokens", "N", "Tokens per shard file (default 100000000, as llm.c's prepare scripts write them)."},
 };
 
 const std::vector<OptionSpec> kSampleOptions = {
@@ -51,6 +56,8 @@ const std::vector<OptionSpec> kSampleOptions = {
     {"tokens", "N", "Tokens to generate (default 200)."},
     {"temperature", "T", "Sampling temperature (default 1.0)."},
     {"top-k", "K", "Sample among the K most likely tokens only (default 0 = all)."},
+    {"top-p", "P", "Then among the fewest most likely tokens whose probability reaches P (default 1 = all)."},
+    {"no-cache", "", "Rerun the whole window for every token instead of using the KV cache (for comparison)."},
     {"seed", "S", "Random seed (default 1)."},
     {"threads", "N", "CPU threads (default: all cores)."},
 };
@@ -127,9 +134,15 @@ int run_prepare(const std::vector<std::string>& argv) {
   GPT_CHECK(options.val_fraction >= 0.0 && options.val_fraction < 1.0, "--val-fraction must be in [0, 1), got {}",
             options.val_fraction);
   options.tokenizer = args.get("tokenizer", options.tokenizer);
+  options.tokenizer_path = args.get("tokenizer-path", options.tokenizer_path);
+  const int shard_tokens = args.get_int("shard-tokens", static_cast<int>(options.shard_tokens));
+  GPT_CHECK(shard_tokens >= 1, "--shard-tokens must be at least 1, got {}", shard_tokens);
+  options.shard_tokens = static_cast<size_t>(shard_tokens);
   prepare_dataset(options);
   return 0;
 }
+
+}  // namespace
 
 // A checkpoint directory (which must be intact), or a run directory: its newest intact checkpoint, past
 // damaged ones as a resume would go, but leaving the run directory as it is.
@@ -145,6 +158,8 @@ std::string resolve_checkpoint(const std::string& path) {
   return *dir;
 }
 
+namespace {
+
 int run_sample(const std::vector<std::string>& argv) {
   ParsedArgs args = parse_args("sample", argv, kSampleOptions);
   GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train sample RUN_OR_CHECKPOINT_DIR [options]");
@@ -157,21 +172,39 @@ int run_sample(const std::vector<std::string>& argv) {
   GPT model(config.model, 1, config.train.seq_len, *backend);
   model.parameters_from_host(read_llmc_parameters((fs::path(dir) / "model.bin").string(), llmc_header_of(config.model)));
 
-  auto tokenizer = make_tokenizer(config.data.tokenizer);
+  auto tokenizer = make_tokenizer(config.data.tokenizer, config.data.tokenizer_path);
   const std::string prompt_text = args.get("prompt");
   std::vector<int> prompt = tokenizer->encode(prompt_text);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_token());
-  SampleOptions options{args.get_int("tokens", 200), args.get_double("temperature", 1.0), args.get_int("top-k", 0)};
-  GPT_CHECK(options.tokens >= 0 && options.temperature > 0 && options.top_k >= 0,
-            "--tokens and --top-k must be >= 0 and --temperature > 0");
+  SampleOptions options{args.get_int("tokens", 200), args.get_double("temperature", 1.0), args.get_int("top-k", 0),
+                        args.get_double("top-p", 1.0)};
+  GPT_CHECK(options.tokens >= 0 && options.temperature > 0 && options.top_k >= 0 && options.top_p > 0 &&
+                options.top_p <= 1,
+            "--tokens and --top-k must be >= 0, --temperature > 0 and --top-p in (0, 1]");
   HostRng rng(static_cast<uint64_t>(args.get_int("seed", 1)), 0);
-  std::vector<int> tokens = generate(model, prompt, options, rng);
-  for (int& token : tokens)
-    if (token >= tokenizer->vocab_size()) token = tokenizer->eot_token();
-  // Raw bytes into a pipe or file (what the model wrote); on a terminal, escape ESC, NUL and friends
-  // rather than let them act as terminal commands.
-  const std::string text = prompt_text + tokenizer->decode(tokens);
-  std::cout << (::isatty(STDOUT_FILENO) ? printable(text) : text) << std::endl;
+  // A model with a larger vocabulary than the tokenizer may emit ids the tokenizer cannot decode.
+  // Raw bytes into a pipe or file (what the model wrote); on a terminal, ESC, NUL and friends are escaped
+  // rather than let act as terminal commands.
+  const bool terminal = ::isatty(STDOUT_FILENO);
+  const auto shown = [&](const std::string& text) { return terminal ? printable(text) : text; };
+  const auto text_of = [&](int token) {
+    return shown(tokenizer->decode(std::vector<int>{token < tokenizer->vocab_size() ? token : tokenizer->eot_token()}));
+  };
+  const bool cached = !args.has("no-cache");
+  std::cout << shown(prompt_text) << std::flush;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> tokens;
+  if (cached) {
+    tokens = generate_cached(model, prompt, options, rng, [&](int token) { std::cout << text_of(token) << std::flush; });
+  } else {
+    tokens = generate(model, prompt, options, rng);
+    for (const int token : tokens) std::cout << text_of(token);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << std::endl;
+  spdlog::info("{} tokens in {:.2f} s: {:.1f} tokens/s ({}; prompt {} tokens)", tokens.size(), seconds,
+               static_cast<double>(tokens.size()) / std::max(seconds, 1e-9),
+               cached ? "KV cache" : "no cache: the whole window reruns per token", prompt.size());
   return 0;
 }
 
@@ -239,6 +272,10 @@ const std::vector<Command>& commands() {
       {"train", "train a model from a YAML config", run_train, train_help},
       {"prepare", "tokenize a text file into train/val token shards", run_prepare, prepare_help},
       {"sample", "generate text from a checkpoint", run_sample, sample_help},
+      {"export", "write a checkpoint as a Hugging Face GPT-2 (safetensors) or an llm.c model file", run_export_command,
+       export_help},
+      {"tokenize", "print the token ids of a text (or, with --decode, the text of ids)", run_tokenize_command,
+       tokenize_help},
       {"plan", "print the memory ledger of each recompute mode, without training", run_plan, plan_help},
       {"config", "print the resolved config, or the reference of all keys", run_config, config_help},
       {"info", "show CPU/BLAS threads and CUDA devices", run_info, info_help},

@@ -17,4 +17,7 @@ struct Command {
 const std::vector<Command>& commands();
 std::string general_help();
 
+// A checkpoint directory, or a run directory (its newest checkpoint); throws when it is damaged.
+std::string resolve_checkpoint(const std::string& path);
+
 }  // namespace gpt

@@ -35,7 +35,7 @@ struct ModelConfig {
     v.field("n_embd", n_embd, "Channels of the residual stream.");
     v.field("dropout", dropout, "Dropout probability on embeddings, attention probabilities and residual branches (0 disables).");
     v.field("init_std", init_std, "Standard deviation of the GPT-2 initialisation; residual projections use init_std / sqrt(2 n_layer).");
-    v.field("init_from", init_from, "Optional llm.c model checkpoint (.bin, version 3 fp32) to initialise the weights from; its shape must match.");
+    v.field("init_from", init_from, "Optional checkpoint to initialise the weights from; its shape must match: an llm.c model file (.bin, version 3 fp32), or a Hugging Face GPT-2 checkpoint (a directory with model.safetensors and config.json, or a .safetensors file; F32, F16 or BF16).");
   }
 };
 
@@ -43,12 +43,14 @@ struct DataConfig {
   std::string train = "data/demo/train_*.bin";
   std::string val = "data/demo/val_*.bin";
   std::string tokenizer = "byte";
+  std::string tokenizer_path;
 
   template <class V>
   void visit(V& v) {
     v.field("train", train, "Glob of llm.c-format token shards to train on.");
     v.field("val", val, "Glob of held-out shards for the validation loss (empty disables validation).");
-    v.choice("tokenizer", tokenizer, {"byte"}, "How text is encoded and samples decoded (byte: vocabulary 256; GPT-2 BPE comes later).");
+    v.choice("tokenizer", tokenizer, {"byte", "gpt2"}, "How text is encoded and samples decoded: byte (vocabulary 256) or gpt2 (GPT-2's byte-level BPE, vocabulary 50257, end-of-text 50256; needs model.vocab_size >= 50257).");
+    v.field("tokenizer_path", tokenizer_path, "gpt2: directory with encoder.json + vocab.bpe or vocab.json + merges.txt (empty: $GPT_TRAIN_GPT2_DIR, else ~/.cache/gpt-train/gpt2, where scripts/fetch_gpt2_tokenizer.sh puts them).");
   }
 };
 

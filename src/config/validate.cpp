@@ -196,6 +196,9 @@ void validate_config(const Config& config, const KeyOrigins& origins) {
 
   if (config.data.train.empty())
     c.fail("data.train", "is empty", "give a glob of training shards, e.g. data/demo/train_*.bin");
+  if (config.data.tokenizer == "gpt2" && m.vocab_size < 50257)
+    c.fail("model.vocab_size", fmt::format("{} is smaller than the 50257 tokens of data.tokenizer gpt2", m.vocab_size),
+           "set model.vocab_size: 50257 (model.vocab_pad_multiple: 128 pads it to 50304 as llm.c does)");
 
   const TrainConfig& t = config.train;
   c.at_least("train.threads", t.threads, 0, " (0 uses all cores)");

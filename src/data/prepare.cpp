@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -98,13 +99,23 @@ PrepareResult prepare_dataset(const PrepareOptions& options) {
   GPT_CHECK(options.shard_tokens >= 1 && options.shard_tokens <= static_cast<size_t>(std::numeric_limits<int32_t>::max()),
             "prepare: shard_tokens is {}, expected 1 to {}", options.shard_tokens, std::numeric_limits<int32_t>::max());
 
-  const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(options.tokenizer);
+  const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(options.tokenizer, options.tokenizer_path);
   GPT_CHECK(tokenizer->vocab_size() <= kShardMaxVocab,
             "prepare: tokenizer {} has {} tokens, more than the {} that uint16 token shards can hold",
             tokenizer->name(), tokenizer->vocab_size(), kShardMaxVocab);
 
   const std::string text = read_text_file(options.input);
-  const std::vector<int> tokens = tokenizer->encode(text);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> tokens;
+  // With a vocabulary that has an end-of-text token of its own (gpt2), the file is one document and starts
+  // with it, as llm.c's prepare scripts start every document; the byte tokenizer's "end of text" is '\n',
+  // already in the text.
+  if (tokenizer->name() != "byte") tokens.push_back(tokenizer->eot_token());
+  const std::vector<int> text_tokens = tokenizer->encode(text);
+  tokens.insert(tokens.end(), text_tokens.begin(), text_tokens.end());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("tokenized {} bytes into {} {} tokens in {:.2f} s ({:.1f} MB/s)", text.size(), tokens.size(),
+               tokenizer->name(), seconds, static_cast<double>(text.size()) / 1e6 / std::max(seconds, 1e-9));
   const size_t n = tokens.size();
   const auto n_val = static_cast<size_t>(std::llround(options.val_fraction * static_cast<double>(n)));
   GPT_CHECK(n_val < n, "prepare: input text file {} has only {} tokens, none left for training after holding out {}",

@@ -15,6 +15,7 @@ struct PrepareOptions {
   double val_fraction = 0.1;
   std::string tokenizer = "byte";
   size_t shard_tokens = 100'000'000;
+  std::string tokenizer_path;  // gpt2: the files' directory (empty: the default)
 };
 
 struct PrepareResult {

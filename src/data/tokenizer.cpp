@@ -1,6 +1,7 @@
 #include "data/tokenizer.h"
 
 #include "core/error.h"
+#include "data/gpt2_tokenizer.h"
 
 namespace gpt {
 
@@ -20,9 +21,10 @@ std::string ByteTokenizer::decode(std::span<const int> tokens) const {
   return text;
 }
 
-std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name) {
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& path) {
   if (name == "byte") return std::make_unique<ByteTokenizer>();
-  GPT_FAIL("unknown tokenizer \"{}\"; choices: byte", name);
+  if (name == "gpt2") return std::make_unique<Gpt2Tokenizer>(path);
+  GPT_FAIL("unknown tokenizer \"{}\"; choices: byte, gpt2", name);
 }
 
 }  // namespace gpt

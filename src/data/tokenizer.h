@@ -33,7 +33,8 @@ class ByteTokenizer final : public Tokenizer {
   std::string decode(std::span<const int> tokens) const override;
 };
 
-// Names: "byte". Throws listing the choices for any other name.
-std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name);
+// Names: "byte", "gpt2" (files in path, or default_gpt2_tokenizer_dir() when path is empty; the byte
+// tokenizer takes no path). Throws listing the choices for any other name.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& name, const std::string& path = "");
 
 }  // namespace gpt

@@ -5,6 +5,7 @@
 #include "core/printable.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
+#include "io/hf_gpt2.h"
 #include "io/llmc_model_file.h"
 #include "io/optimizer_shards.h"
 #include "memory/arena_usage.h"
@@ -143,7 +144,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   optimizer_ = dp_->zero_stage() == 1 ? std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_,
                                                                   dp_->optimizer_ranges())
                                       : std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_);
-  tokenizer_ = make_tokenizer(config_.data.tokenizer);
+  tokenizer_ = make_tokenizer(config_.data.tokenizer, config_.data.tokenizer_path);
 
   require_shards("data.train", config_.data.train);
   if (!config_.data.val.empty()) require_shards("data.val", config_.data.val);
@@ -164,7 +165,11 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   inputs_.resize(static_cast<size_t>(t.grad_accum_steps) * t.batch_size * t.seq_len);
   targets_.resize(inputs_.size());
 
-  if (!config_.model.init_from.empty()) {
+  if (!config_.model.init_from.empty() && is_hf_checkpoint(config_.model.init_from)) {
+    model_->parameters_from_host(load_hf_gpt2(config_.model.init_from, config_.model));
+    spdlog::info("initialised {} parameters from Hugging Face checkpoint '{}'", model_->num_parameters(),
+                 config_.model.init_from);
+  } else if (!config_.model.init_from.empty()) {
     const std::vector<float> params = read_llmc_parameters(config_.model.init_from, llmc_header_of(config_.model));
     model_->parameters_from_host(params);
     spdlog::info("initialised {} parameters from llm.c checkpoint '{}'", params.size(), config_.model.init_from);
@@ -375,7 +380,9 @@ std::string Trainer::sample() {
               token, config_.model.vocab_size);
   HostRng rng(t.seed, 0x5a4d0000u + static_cast<uint32_t>(step_));
   SampleOptions options{t.sample_tokens, t.sample_temperature, t.sample_top_k};
-  std::vector<int> tokens = generate(*model_, prompt, options, rng);
+  // The KV cache decodes FP32 weights only; the narrow recipes' samples rerun the window as the model computes.
+  std::vector<int> tokens = model_->compute_dtype() == DType::F32 ? generate_cached(*model_, prompt, options, rng)
+                                                                  : generate(*model_, prompt, options, rng);
   // A model with a larger vocabulary than the tokenizer may emit ids the tokenizer cannot decode.
   for (int& token : tokens)
     if (token >= tokenizer_->vocab_size()) token = tokenizer_->eot_token();

@@ -3,6 +3,7 @@
 #include "config/config_loader.h"
 #include "core/error.h"
 #include "data/shard.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/tokenizer.h"
 #include "io/binary_file.h"
 #include "io/checkpoint.h"
@@ -10,6 +11,7 @@
 #include "io/durable_file.h"
 #include "io/llmc_model_file.h"
 #include "io/optimizer_shards.h"
+#include "io/safetensors.h"
 
 #include <algorithm>
 #include <array>
@@ -187,12 +189,63 @@ int byte_tokenizer(const uint8_t* data, size_t size) {
   return 0;
 }
 
+int safetensors(const uint8_t* data, size_t size) {
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  expect_clean([&] { parse_safetensors_header(bytes, size, "fuzz.safetensors"); });
+  const fs::path path = scratch() / "model.safetensors";
+  write_input(path, bytes);
+  expect_clean([&] {
+    const SafetensorsReader reader(path.string());
+    for (const SafetensorsEntry& e : reader.header().tensors) {
+      std::vector<float> out(e.numel());
+      expect_clean([&] { reader.read_f32(e, out); });
+    }
+  });
+  return 0;
+}
+
+int gpt2_tokenizer(const uint8_t* data, size_t size) {
+  const std::string_view in(reinterpret_cast<const char*>(data), size);
+  const size_t a = std::min(in.find('\0'), in.size());
+  const size_t b = std::min(in.find('\0', std::min(a + 1, in.size())), in.size());
+  const std::string vocab(in.substr(0, a)), merges(in.substr(std::min(a + 1, in.size()), b - std::min(a + 1, b)));
+  const std::string text(in.substr(std::min(b + 1, in.size())));
+  expect_clean([&] {
+    const Gpt2Tokenizer tok(vocab, "vocab.json", merges, "merges.txt");
+    if (tok.decode(tok.encode(text)) != text) std::abort();
+  });
+  // Bytes 0-255 under GPT-2's alphabet, plus merges that chain ("Ġt", "Ġth", "he") and overlap ("aa").
+  static const Gpt2Tokenizer small = [] {
+    std::string json = "{";
+    int id = 0, shifted = 0;
+    for (int c = 0; c < 256; ++c) {
+      const bool printable = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
+      const int u = printable ? c : 256 + shifted++;
+      std::string key;
+      if (u < 0x80) {
+        key = u == '"' ? "\\\"" : u == '\\' ? "\\\\" : std::string(1, static_cast<char>(u));
+      } else {
+        key = {static_cast<char>(0xC0 | (u >> 6)), static_cast<char>(0x80 | (u & 0x3F))};
+      }
+      json += "\"" + key + "\":" + std::to_string(id++) + ",";
+    }
+    for (const char* merged : {"\u0120t", "\u0120th", "he", "aa", "\u0120a"})
+      json += std::string("\"") + merged + "\":" + std::to_string(id++) + ",";
+    json += "\"<|endoftext|>\":" + std::to_string(id) + "}";
+    return Gpt2Tokenizer(json, "small.json", "#version: 0.2\n\u0120 t\n\u0120t h\nh e\na a\n\u0120 a\n", "small.bpe");
+  }();
+  if (small.decode(small.encode(in)) != in) std::abort();
+  return 0;
+}
+
 const std::vector<Target>& targets() {
   static const std::vector<Target> kTargets = {
       {"config_loader", config_loader},
       {"token_shard", token_shard},
       {"checkpoint", checkpoint},
       {"byte_tokenizer", byte_tokenizer},
+      {"safetensors", safetensors},
+      {"gpt2_tokenizer", gpt2_tokenizer},
   };
   return kTargets;
 }

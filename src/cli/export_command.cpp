@@ -1,0 +1,92 @@
+#include "cli/export_command.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cctype>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "config/config_loader.h"
+#include "core/error.h"
+#include "data/gpt2_tokenizer.h"
+#include "io/durable_file.h"
+#include "io/hf_gpt2.h"
+#include "io/llmc_model_file.h"
+
+namespace gpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<OptionSpec> kExportOptions = {
+    {"format", "FORMAT", "hf (model.safetensors + config.json, for transformers' GPT2LMHeadModel) or llmc (an llm.c model file)."},
+    {"out", "DIR", "Output directory (required)."},
+    {"dtype", "DTYPE", "hf: f32 (default), bf16 or f16 (rounded to nearest even)."},
+};
+
+// GPT-2's tokenizer files under Hugging Face's names, so AutoTokenizer loads the directory too.
+void copy_gpt2_tokenizer(const Config& config, const fs::path& out, int context_length) {
+  const fs::path dir = config.data.tokenizer_path.empty() ? fs::path(default_gpt2_tokenizer_dir())
+                                                          : fs::path(config.data.tokenizer_path);
+  for (const auto& [vocab, merges] : {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
+    if (!fs::exists(dir / vocab) || !fs::exists(dir / merges)) continue;
+    const std::string vocab_bytes = read_file_bytes((dir / vocab).string());
+    const std::string merges_bytes = read_file_bytes((dir / merges).string());
+    replace_file_durably((out / "vocab.json").string(), {std::as_bytes(std::span(vocab_bytes.data(), vocab_bytes.size()))});
+    replace_file_durably((out / "merges.txt").string(), {std::as_bytes(std::span(merges_bytes.data(), merges_bytes.size()))});
+    const nlohmann::ordered_json tok = {{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", context_length},
+                                        {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"},
+                                        {"unk_token", "<|endoftext|>"}, {"add_prefix_space", false}};
+    const std::string text = tok.dump(2) + "\n";
+    replace_file_durably((out / "tokenizer_config.json").string(), {std::as_bytes(std::span(text.data(), text.size()))});
+    return;
+  }
+  spdlog::warn("export: GPT-2's tokenizer files are not in {}; the export has no vocab.json / merges.txt",
+               dir.string());
+}
+
+}  // namespace
+
+int run_export_command(const std::vector<std::string>& argv) {
+  const ParsedArgs args = parse_args("export", argv, kExportOptions);
+  GPT_CHECK(args.positionals.size() == 1 && args.has("out"),
+            "usage: gpt-train export RUN_OR_CHECKPOINT_DIR --format hf|llmc --out DIR");
+  const std::string format = args.get("format", "hf");
+  GPT_CHECK(format == "hf" || format == "llmc", "export: --format is '{}'; choices: hf, llmc", format);
+  const std::string dir = resolve_checkpoint(args.positionals[0]);
+  const Config config = load_config((fs::path(dir) / "config.yaml").string());
+  const std::string model_file = (fs::path(dir) / "model.bin").string();
+  const LlmcModelHeader header = read_llmc_header(model_file);
+  std::vector<float> params(header.num_parameters());
+  read_llmc_parameters(model_file, header, params);
+  const fs::path out = args.get("out");
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  GPT_CHECK(!ec, "export: cannot create {}: {}", out.string(), ec.message());
+  if (format == "llmc") {
+    write_llmc_model((out / "model.bin").string(), header, params);
+    spdlog::info("exported {} as llm.c model file {}", dir, (out / "model.bin").string());
+    return 0;
+  }
+  std::string dtype = args.get("dtype", "f32");
+  for (char& c : dtype) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  GPT_CHECK(dtype == "F32" || dtype == "BF16" || dtype == "F16", "export: --dtype is '{}'; choices: f32, bf16, f16",
+            args.get("dtype"));
+  HfExportOptions options;
+  options.dtype = dtype;
+  options.eot_token = config.data.tokenizer == "gpt2" ? 50256 : '\n';
+  export_hf_gpt2(out.string(), config.model, params, options);
+  if (config.data.tokenizer == "gpt2") copy_gpt2_tokenizer(config, out, config.model.context_length);
+  spdlog::info("exported {} as a Hugging Face GPT-2 ({}) into {}", dir, dtype, out.string());
+  return 0;
+}
+
+std::string export_help() {
+  return "usage: gpt-train export RUN_OR_CHECKPOINT_DIR --format hf|llmc --out DIR [--dtype f32|bf16|f16]\n\nWrite a "
+         "checkpoint's weights for other tools (a run directory uses its newest checkpoint).\n\noptions:\n" +
+         options_help(kExportOptions);
+}
+
+}  // namespace gpt
