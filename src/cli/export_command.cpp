@@ -58,9 +58,8 @@ int run_export_command(const std::vector<std::string>& argv) {
   const std::string dir = resolve_checkpoint(args.positionals[0]);
   const Config config = load_config((fs::path(dir) / "config.yaml").string());
   const std::string model_file = (fs::path(dir) / "model.bin").string();
-  const LlmcModelHeader header = read_llmc_header(model_file);
-  std::vector<float> params(header.num_parameters());
-  read_llmc_parameters(model_file, header, params);
+  const LlmcModelHeader header = llmc_header_of(config.model);
+  const std::vector<float> params = read_llmc_parameters(model_file, header);
   const fs::path out = args.get("out");
   std::error_code ec;
   fs::create_directories(out, ec);

@@ -29,15 +29,13 @@ TEST(ExportCommand, WritesWhatInitFromAndLlmcReadBack) {
   const std::string checkpoint = *latest_checkpoint(c.log.run_dir);
   const std::string model_bin = checkpoint + "/model.bin";
   const LlmcModelHeader header = read_llmc_header(model_bin);
-  std::vector<float> trained(header.num_parameters());
-  read_llmc_parameters(model_bin, header, trained);
+  const std::vector<float> trained = read_llmc_parameters(model_bin, header);
 
   ASSERT_EQ(run("export " + c.log.run_dir + " --format hf --out " + dir.file("hf")), 0);
   EXPECT_TRUE(fs::exists(dir.file("hf/config.json")));
   EXPECT_EQ(load_hf_gpt2(dir.file("hf"), c.model), trained);
   ASSERT_EQ(run("export " + c.log.run_dir + " --format llmc --out " + dir.file("llmc")), 0);
-  std::vector<float> llmc(header.num_parameters());
-  read_llmc_parameters(dir.file("llmc/model.bin"), header, llmc);
+  const std::vector<float> llmc = read_llmc_parameters(dir.file("llmc/model.bin"), header);
   EXPECT_EQ(llmc, trained);
   EXPECT_NE(run("export " + c.log.run_dir + " --format onnx --out " + dir.file("x")), 0);
 

@@ -88,8 +88,7 @@ TEST(HfGpt2, LlmcFileAndSafetensorsGiveTheSameLoss) {
   LlmcModelHeader header{m.context_length, m.vocab_size, m.n_layer, m.n_head, m.n_embd, m.padded_vocab_size()};
   write_llmc_model(dir.file("model.bin"), header, params);
   export_hf_gpt2(dir.file("hf"), m, params);
-  std::vector<float> from_llmc(header.num_parameters());
-  read_llmc_parameters(dir.file("model.bin"), header, from_llmc);
+  std::vector<float> from_llmc = read_llmc_parameters(dir.file("model.bin"), header);
   std::vector<float> from_hf = load_hf_gpt2(dir.file("hf"), m);
   const std::vector<int32_t> tokens{3, 14, 15, 9, 26, 5, 35, 60, 8, 9, 7, 9, 3, 2, 3, 8};
   const std::vector<int32_t> targets{14, 15, 9, 26, 5, 35, 60, 8, 9, 7, 9, 3, 2, 3, 8, 4};
