@@ -36,7 +36,8 @@ namespace gpt {
   X(sum_of_squares, SumOfSquaresArgs, SumOfSquares, Optimizer) \
   X(cast, CastArgs, Cast, Other) \
   X(amax, AmaxArgs, Amax, Other) \
-  X(quantize_roundtrip, QuantizeRoundtripArgs, QuantizeRoundtrip, Other)
+  X(quantize_roundtrip, QuantizeRoundtripArgs, QuantizeRoundtrip, Other) \
+  X(fp8_current_scale, Fp8CurrentScaleArgs, Fp8CurrentScale, Other)
 
 // In a backend's class: the override of every op.
 #define GPT_OVERRIDE_BACKEND_OP(method, Args, op, category) void method(const Args& args) override;

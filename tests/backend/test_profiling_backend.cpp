@@ -62,6 +62,7 @@ class RecordingBackend final : public Backend {
   void cast(const CastArgs& a) override { record("cast", a.out.data); }
   void amax(const AmaxArgs& a) override { record("amax", a.out.data); }
   void quantize_roundtrip(const QuantizeRoundtripArgs& a) override { record("quantize_roundtrip", a.out.data); }
+  void fp8_current_scale(const Fp8CurrentScaleArgs& a) override { record("fp8_current_scale", a.in.data); }
 
  private:
   void record(const char* op, const void* out) {
@@ -112,6 +113,9 @@ TEST(ProfilingBackend, ForwardsEveryOpOnceBetweenSynchronizes) {
   QuantizeRoundtripArgs q;
   q.out = t;
   prof.quantize_roundtrip(q);
+  Fp8CurrentScaleArgs scale;
+  scale.in = t;
+  prof.fp8_current_scale(scale);
   prof.copy_to_device(storage, host, sizeof(host));
   prof.copy_to_host(host, storage, sizeof(host));
 
