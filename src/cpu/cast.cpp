@@ -137,7 +137,10 @@ void CpuBackend::cast(const CastArgs& args) {
   check_scale(args.scale, "cast");
   const int64_t n = in.numel();
 
-  if (in.scaling || out.scaling || (is_narrow_float(in.dtype) && is_narrow_float(out.dtype))) {
+  // Through a scaling state, between two narrow formats, or a plain rounding without statistics: convert.h's
+  // encoders (with their fast paths). An explicit scale or statistics take the reference loop below.
+  const bool plain = args.scale == 1.0f && args.amax.empty() && args.counts.empty() && is_narrow_float(out.dtype);
+  if (plain || in.scaling || out.scaling || (is_narrow_float(in.dtype) && is_narrow_float(out.dtype))) {
     GPT_CHECK(args.scale == 1.0f && args.amax.empty() && args.counts.empty(),
               "cast: with an FP8 scaling state the state gives scale, amax and counts (got scale {}{}{})", args.scale,
               args.amax.empty() ? "" : ", amax", args.counts.empty() ? "" : ", counts");

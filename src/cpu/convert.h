@@ -30,13 +30,7 @@ bool is_wide_float(DType t);
 // One switch from a narrow dtype to its format traits.
 template <class Fn>
 void dispatch_format(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::BF16: fn(Bf16Format{}); return;
-    case DType::F16: fn(F16Format{}); return;
-    case DType::E4M3: fn(E4m3Format{}); return;
-    case DType::E5M2: fn(E5m2Format{}); return;
-    default: GPT_FAIL("{} is not a narrow float format (bf16, f16, e4m3, e5m2)", dtype_name(dtype));
-  }
+  if (!visit_float_format(dtype, fn)) GPT_FAIL("{} is not a narrow float format (bf16, f16, e4m3, e5m2)", dtype_name(dtype));
 }
 
 // The code of x * scale, counting an underflow or an overflow (saturated to +-max when saturate).

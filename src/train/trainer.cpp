@@ -228,11 +228,6 @@ void Trainer::log_start() const {
   }
   spdlog::info("memory ledger (recompute {}, precision {}), planned before allocation:\n{}",
                model_->activation_plan().policy.describe(), config_.precision.recipe, ledger.table());
-  if (recipe_.compute_dtype() != DType::F32)
-    spdlog::info("precision {}: the ledger gives the GPU layout ({} activations and weight copy); the CPU backend "
-                 "emulates the rounding in F32 storage and holds {} of activations",
-                 config_.precision.recipe, dtype_name(recipe_.compute_dtype()),
-                 format_bytes(model_->activation_plan().total_bytes()));
   spdlog::info("train data: {} shards, {} samples of {} tokens per epoch", train_loader_->shard_paths().size(),
                train_loader_->num_samples(), t.seq_len);
 }
@@ -275,7 +270,7 @@ StepResult Trainer::train_step(std::span<const int32_t> inputs, std::span<const 
   }
   dp_->all_reduce({&loss_sum, 1});
   r.loss = loss_sum / static_cast<double>(r.target_tokens);
-  if (Fp8Gemms* fp8 = model_->fp8()) {
+  if (Fp8State* fp8 = model_->fp8()) {
     // Every rank takes the next step's scales from the same amaxes, the max over the ranks, so the ranks
     // cast alike and 2 ranks train as 1 rank accumulating.
     const std::span<float> amaxes = fp8->finish_step(r.fp8);

@@ -28,7 +28,7 @@ class RecordingBackend final : public Backend {
 
   std::string name() const override { return "recording"; }
   Device device() const override { return Device::CPU; }
-  bool attention_keeps_probs() const override { return false; }
+  BackendCapabilities capabilities() const override { return {false, false}; }
   void* allocate(size_t bytes) override { return std::malloc(bytes); }
   void deallocate(void* ptr) override { std::free(ptr); }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
@@ -77,6 +77,7 @@ TEST(ProfilingBackend, ForwardsEveryOpOnceBetweenSynchronizes) {
   EXPECT_EQ(prof.name(), "recording");
   EXPECT_EQ(prof.device(), Device::CPU);
   EXPECT_FALSE(prof.attention_keeps_probs());
+  EXPECT_FALSE(prof.stores_low_precision());  // forwarded whole, not one capability at a time
 
   float storage[8] = {};
   const Tensor t(storage, {2, 4});

@@ -354,6 +354,47 @@ TEST(Fp8Output, StoresWithItsScaleAndRecordsAmaxAndCounts) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(back[i], e4m3_to_f32(codes[i]) * 0.5f) << i;
 }
 
+// The stores' fast paths (integer rounding in the normal range, BF16's branch-free one) give exactly the
+// codes of the scalar rule, Fmt::encode, for every FP32 bit pattern class: random values over the whole
+// exponent range, subnormals, overflow, +-0, +-inf and NaN, with and without an FP8 scale.
+TEST(NarrowStore, FastPathsEqualTheScalarRule) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<float> x;
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t u = static_cast<uint32_t>(rng());
+    if (i % 3 == 0) u = (u & 0x807FFFFFu) | ((100u + rng() % 56u) << 23);  // around the narrow formats' range
+    float v;
+    std::memcpy(&v, &u, sizeof v);
+    x.push_back(v);
+  }
+  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 448.0f, 464.0f, 57344.0f, 65504.0f, 65520.0f, 0x1p-133f,
+                  0x1p-134f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-9f, 0x1p-10f, 3.4e38f})
+    x.push_back(v);
+  const int64_t n = static_cast<int64_t>(x.size());
+  auto check = [&](DType format, float scale) {
+    SCOPED_TRACE(std::string(dtype_name(format)) + " scale " + std::to_string(scale));
+    std::vector<uint16_t> codes(x.size());
+    Tensor out(codes.data(), {n}, format);
+    Fp8Meta meta;
+    meta.scale = scale;
+    meta.scale_inv = 1.0f / scale;
+    if (scale != 1.0f) out.scaling = &meta;
+    cpu_backend().cast({out, Tensor(x.data(), {n})});
+    visit_float_format(format, [&](auto fmt) {
+      using Fmt = decltype(fmt);
+      const auto* c = reinterpret_cast<const typename Fmt::Storage*>(codes.data());
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const auto want = Fmt::encode(x[static_cast<size_t>(i)] * scale, sizeof(typename Fmt::Storage) == 1);
+        if (c[i] != want && bad++ < 5) ADD_FAILURE() << "x " << x[static_cast<size_t>(i)] << " code " << +c[i] << " want " << +want;
+      }
+      EXPECT_EQ(bad, 0);
+    });
+  };
+  for (DType format : {DType::BF16, DType::F16, DType::E4M3, DType::E5M2}) check(format, 1.0f);
+  for (DType format : {DType::E4M3, DType::E5M2}) check(format, 37.5f);
+}
+
 // Current scaling: the scale from the tensor's own amax, computed by the backend, as fp8_scale_from_amax.
 TEST(Fp8CurrentScale, SetsTheScaleFromTheTensorsAmax) {
   std::vector<double> x = test::random_vector(101, 5, 7.0);

@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +25,9 @@ namespace {
 
 struct Variant {
   const char* name;
+  // Why this variant's arithmetic changed order with narrow storage (compared within a tolerance), or null
+  // (bitwise).
+  const char* changed;
   const char* recipe;
   const char* grad_dtype = "fp32";
   const char* fp8_backward = "bf16";
@@ -31,21 +36,31 @@ struct Variant {
   const char* recompute = "none";
 };
 
+// wte's gradient gets two contributions per backward (the LM head and the embedding); stored in
+// grad_dtype, each rounds, where the FP32-storage emulation rounded their sum once.
+constexpr const char* kTwoRoundings = "wte gradient rounded after each of its two contributions";
+// The FP8 products multiply the codes and apply scale_a^-1 scale_b^-1 to the FP32 accumulator (cuBLASLt),
+// where the emulation multiplied the dequantised operands.
+constexpr const char* kScaledAccumulator = "FP8 products scale the accumulator, not the operands";
+
 const Variant kVariants[] = {
-    {"fp32", "fp32"},
-    {"fp32-full", "fp32", "fp32", "bf16", "delayed", 0, "full"},
-    {"bf16", "bf16"},
-    {"bf16-selective", "bf16", "fp32", "bf16", "delayed", 0, "selective"},
-    {"bf16-grad-bf16", "bf16", "bf16"},
-    {"fp16", "fp16"},
-    {"fp16-grad-f16", "fp16", "fp16"},
-    {"fp8", "fp8"},
-    {"fp8-e5m2", "fp8", "fp32", "e5m2"},
-    {"fp8-current", "fp8", "fp32", "e5m2", "current"},
-    {"fp8-bf16-layers", "fp8", "fp32", "e5m2", "delayed", 1},
-    {"fp8-full", "fp8", "fp32", "e5m2", "delayed", 0, "full"},
-    {"fp8-selective", "fp8", "fp32", "e5m2", "delayed", 0, "selective"},
+    {"fp32", nullptr, "fp32"},
+    {"fp32-full", nullptr, "fp32", "fp32", "bf16", "delayed", 0, "full"},
+    {"bf16", nullptr, "bf16"},
+    {"bf16-selective", nullptr, "bf16", "fp32", "bf16", "delayed", 0, "selective"},
+    {"bf16-grad-bf16", kTwoRoundings, "bf16", "bf16"},
+    {"fp16", nullptr, "fp16"},
+    {"fp16-grad-f16", kTwoRoundings, "fp16", "fp16"},
+    {"fp8", kScaledAccumulator, "fp8"},
+    {"fp8-e5m2", kScaledAccumulator, "fp8", "fp32", "e5m2"},
+    {"fp8-current", kScaledAccumulator, "fp8", "fp32", "e5m2", "current"},
+    {"fp8-bf16-layers", kScaledAccumulator, "fp8", "fp32", "e5m2", "delayed", 1},
+    {"fp8-full", kScaledAccumulator, "fp8", "fp32", "e5m2", "delayed", 0, "full"},
+    {"fp8-selective", kScaledAccumulator, "fp8", "fp32", "e5m2", "delayed", 0, "selective"},
 };
+
+// Relative tolerance of a changed variant's losses and gradient norms (measured: see the test output).
+constexpr double kChangedTolerance = 1e-3;
 
 constexpr int kSteps = 4;
 
@@ -134,6 +149,20 @@ TEST(PrecisionBaseline, EveryRecipeMatchesTheFp32StorageEmulation) {
     }
     ASSERT_LT(i, kBaseline.size());
     const Record& b = kBaseline[i++];
+    if (v.changed) {
+      double loss_diff = 0.0, norm_diff = 0.0;
+      for (int s = 0; s < kSteps; ++s) {
+        const double l = std::bit_cast<double>(r.loss[s]), bl = std::bit_cast<double>(b.loss[s]);
+        const double g = std::bit_cast<double>(r.grad_norm[s]), bg = std::bit_cast<double>(b.grad_norm[s]);
+        loss_diff = std::max(loss_diff, std::abs(l - bl) / bl);
+        norm_diff = std::max(norm_diff, std::abs(g - bg) / bg);
+      }
+      std::cout << "[ changed ] " << v.name << " (" << v.changed << "): largest relative difference over " << kSteps
+                << " steps: loss " << loss_diff << ", gradient norm " << norm_diff << "\n";
+      EXPECT_LE(loss_diff, kChangedTolerance);
+      EXPECT_LE(norm_diff, kChangedTolerance);
+      continue;
+    }
     for (int s = 0; s < kSteps; ++s) {
       EXPECT_EQ(r.loss[s], b.loss[s]) << "step " << s << " loss " << std::bit_cast<double>(r.loss[s]) << " vs "
                                       << std::bit_cast<double>(b.loss[s]);
