@@ -34,7 +34,7 @@ QuantStats encode_format(const T* in, typename Fmt::Storage* codes, int64_t n, T
   if constexpr (std::is_same_v<T, float>) {
     if constexpr (std::is_same_v<Fmt, Bf16Format>) {
       if (scale == 1.0f) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
         for (int64_t i = 0; i < n; ++i) {
           const uint32_t u = f32_bits(in[i]);
           const bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
@@ -100,7 +100,7 @@ QuantStats encode(const T* in, const Tensor& out, int64_t n, T scale, bool satur
     dispatch_float(out.dtype, [&]<class To>(To) {
       To* o = out.as<To>();
       if (static_cast<const void*>(o) == static_cast<const void*>(in)) return;
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<To>(in[i]);
     });
     return stats;
@@ -117,14 +117,14 @@ void decode(const Tensor& in, T* out, int64_t n, T scale_inv) {
     dispatch_float(in.dtype, [&]<class From>(From) {
       const From* p = in.as<From>();
       if (static_cast<const void*>(p) == static_cast<const void*>(out) && scale_inv == T(1)) return;
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(p[i]) * scale_inv;
     });
     return;
   }
   if (in.dtype == DType::BF16) {
     const auto* p = in.as<uint16_t>();
-#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(f32_from_bits(static_cast<uint32_t>(p[i]) << 16)) * scale_inv;
     return;
   }
