@@ -36,10 +36,22 @@ namespace gpt {
   X(sum_of_squares, SumOfSquaresArgs, SumOfSquares, Optimizer) \
   X(cast, CastArgs, Cast, Other) \
   X(amax, AmaxArgs, Amax, Other) \
-  X(quantize_roundtrip, QuantizeRoundtripArgs, QuantizeRoundtrip, Other)
+  X(quantize_roundtrip, QuantizeRoundtripArgs, QuantizeRoundtrip, Other) \
+  X(fp8_current_scale, Fp8CurrentScaleArgs, Fp8CurrentScale, Other)
 
 // In a backend's class: the override of every op.
 #define GPT_OVERRIDE_BACKEND_OP(method, Args, op, category) void method(const Args& args) override;
+
+// What a backend does that the planner and the model must know; a wrapper forwards the struct whole.
+struct BackendCapabilities {
+  // Whether attention_forward materialises the [B,NH,T,T] probabilities for backward. A fused
+  // (flash-style) attention keeps only O(T) statistics, and the memory planner must not count scores.
+  bool attention_keeps_probs = true;
+  // Whether the bf16/fp16/fp8 recipes' tensors take their narrow size here: the memory planner lowers
+  // the precision to fit a budget only where that saves memory. Every backend stores tensors in their
+  // own format (the CPU too, since tensors carry it), so this is true unless a backend says otherwise.
+  bool stores_low_precision = true;
+};
 
 class Backend {
  public:
@@ -47,13 +59,9 @@ class Backend {
 
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
-  // Whether attention_forward materialises the [B,NH,T,T] probabilities for backward. A fused
-  // (flash-style) attention keeps only O(T) statistics, and the memory planner must not count scores.
-  virtual bool attention_keeps_probs() const { return true; }
-  // Whether the bf16/fp16/fp8 recipes' activations and weight copies take their narrow size here (a GPU)
-  // or FP32 storage rounded to the format (the CPU's emulation, where a lower precision saves nothing):
-  // the memory planner lowers the precision to fit a budget only where it saves memory.
-  virtual bool stores_low_precision() const { return false; }
+  virtual BackendCapabilities capabilities() const { return {}; }
+  bool attention_keeps_probs() const { return capabilities().attention_keeps_probs; }
+  bool stores_low_precision() const { return capabilities().stores_low_precision; }
 
   // Memory: the arenas are the only callers of allocate/deallocate.
   virtual void* allocate(size_t bytes) = 0;

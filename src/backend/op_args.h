@@ -207,6 +207,10 @@ struct SumOfSquaresArgs {
 //          old value is NaN. This is the amax that delayed scaling records.
 //   counts [2] i32: counts[0] += nonzero inputs stored as +-0 (underflow); counts[1] += inputs whose scaled
 //          magnitude rounded above max (saturated, or inf/NaN without saturation). NaN inputs count as neither.
+// With an FP8 tensor's scaling state (Tensor::scaling) the state gives the scale instead: an FP8 out is
+// stored with out.scaling->scale and adds to its amax and counts, an FP8 in is read times
+// in.scaling->scale_inv; then scale must be 1 and amax and counts empty. In that form any float format
+// converts to any other (through FP32: exact decode, one rounding).
 struct CastArgs {
   Tensor out;
   Tensor in;
@@ -242,6 +246,18 @@ struct QuantizeRoundtripArgs {
   bool dequantize = true;
   Tensor amax;    // optional
   Tensor counts;  // optional
+};
+
+// Current scaling (Transformer Engine's Float8CurrentScaling) where the data is, with no copy to the host:
+//   scaling->scale = fp8_scale_from_amax(max_i |in[i]|, max of format, margin, scaling->scale)
+//   scaling->scale_inv = 1 / scale
+// (precision/fp8_scaling.h), so the cast that follows stores in with its own amax's scale. in is any float
+// tensor; format E4M3 or E5M2 is the format it is about to be cast to.
+struct Fp8CurrentScaleArgs {
+  Tensor in;
+  Fp8Meta* scaling = nullptr;
+  DType format = DType::E4M3;
+  int margin = 0;
 };
 
 }  // namespace gpt

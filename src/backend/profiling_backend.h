@@ -78,7 +78,7 @@ class ProfilingBackend final : public Backend {
 
   std::string name() const override { return inner_.name(); }
   Device device() const override { return inner_.device(); }
-  bool attention_keeps_probs() const override { return inner_.attention_keeps_probs(); }
+  BackendCapabilities capabilities() const override { return inner_.capabilities(); }
 
   void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
   void deallocate(void* ptr) override { inner_.deallocate(ptr); }

@@ -267,7 +267,7 @@ int run(const std::vector<std::string>& argv) {
       loss_sum += model.loss_sum();
       model.backward(ctx);
     }
-    if (Fp8Gemms* fp8 = model.fp8()) {
+    if (Fp8State* fp8 = model.fp8()) {
       Fp8StepStats stats;
       fp8->update_scales(fp8->finish_step(stats));
     }

@@ -6,7 +6,7 @@
 
 namespace gpt {
 
-size_t ArenaLayout::add(const std::string& buffer_name, std::initializer_list<int64_t> shape, DType dtype) {
+size_t ArenaLayout::add(const std::string& buffer_name, std::span<const int64_t> shape, DType dtype) {
   ArenaBuffer b;
   b.name = buffer_name;
   b.dtype = dtype;

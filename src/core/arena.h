@@ -6,6 +6,7 @@
 #include "core/tensor.h"
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,10 @@ class ArenaLayout {
   explicit ArenaLayout(std::string name) : name_(std::move(name)) {}
 
   // Appends a buffer and returns its index.
-  size_t add(const std::string& buffer_name, std::initializer_list<int64_t> shape, DType dtype = DType::F32);
+  size_t add(const std::string& buffer_name, std::initializer_list<int64_t> shape, DType dtype = DType::F32) {
+    return add(buffer_name, std::span<const int64_t>(shape.begin(), shape.size()), dtype);
+  }
+  size_t add(const std::string& buffer_name, std::span<const int64_t> shape, DType dtype);
 
   const std::string& name() const { return name_; }
   const std::vector<ArenaBuffer>& buffers() const { return buffers_; }

@@ -1,5 +1,5 @@
-// Tensor: a non-owning view (pointer, shape, dtype, device). Storage belongs to an Arena; views are
-// cheap to copy and are what the Backend ops take. Row-major, contiguous.
+// Tensor: a non-owning view (pointer, shape, dtype, device, and for FP8 its scaling state). Storage
+// belongs to an Arena; views are cheap to copy and are what the Backend ops take. Row-major, contiguous.
 #pragma once
 
 #include "core/dtype.h"
@@ -12,6 +12,21 @@
 
 namespace gpt {
 
+// The per-tensor scaling state of an FP8 tensor, in backend memory next to the data, as Transformer
+// Engine's Float8Tensor carries data, scale, scale_inv and amax together. The tensor holds
+// codes q = convert(x * scale); its values are q * scale_inv. An op that writes the tensor reads scale
+// and adds to amax (max |x| of the unscaled values) and to the counts; an op that reads it multiplies by
+// scale_inv (the matrix product applies both operands' scale_inv to its FP32 accumulator, as cuBLASLt's
+// FP8 product does). amax and the counts are running totals over a step; whoever owns the state zeroes
+// them when it reads them. Host code dereferences it only on a CPU backend.
+struct Fp8Meta {
+  float scale = 1.0f;
+  float scale_inv = 1.0f;
+  float amax = 0.0f;       // NaN once a NaN was cast
+  int32_t underflows = 0;  // nonzero values stored as +-0
+  int32_t saturated = 0;   // values whose scaled magnitude rounded above the format's max
+};
+
 struct Tensor {
   static constexpr int kMaxDims = 5;
 
@@ -20,6 +35,8 @@ struct Tensor {
   int ndim = 0;
   DType dtype = DType::F32;
   Device device = Device::CPU;
+  // FP8 only, optional: where the scaling state lives (null: scale 1, no statistics).
+  Fp8Meta* scaling = nullptr;
 
   Tensor() = default;
   Tensor(void* ptr, std::initializer_list<int64_t> dims, DType type = DType::F32, Device dev = Device::CPU)
@@ -51,6 +68,7 @@ struct Tensor {
   // The same storage seen with another shape of equal element count.
   Tensor reshaped(std::initializer_list<int64_t> dims) const {
     Tensor t(data, dims, dtype, device);
+    t.scaling = scaling;
     GPT_CHECK(t.numel() == numel(), "reshape {} -> {} changes the element count", shape_string(), t.shape_string());
     return t;
   }
@@ -58,6 +76,7 @@ struct Tensor {
   // one a buffer was planned for.
   Tensor prefix(std::initializer_list<int64_t> dims) const {
     Tensor t(data, dims, dtype, device);
+    t.scaling = scaling;
     GPT_CHECK(t.numel() <= numel(), "view {} does not fit in buffer {}", t.shape_string(), shape_string());
     return t;
   }
@@ -65,7 +84,9 @@ struct Tensor {
   Tensor elements(int64_t offset, int64_t count) const {
     GPT_CHECK(offset >= 0 && count >= 0 && offset + count <= numel(), "elements [{}, {}) outside buffer {}", offset,
               offset + count, shape_string());
-    return Tensor(static_cast<char*>(data) + static_cast<size_t>(offset) * dtype_size(dtype), {count}, dtype, device);
+    Tensor t(static_cast<char*>(data) + static_cast<size_t>(offset) * dtype_size(dtype), {count}, dtype, device);
+    t.scaling = scaling;
+    return t;
   }
   // Slice i along the first dimension.
   Tensor operator[](int64_t i) const {
@@ -73,6 +94,7 @@ struct Tensor {
     Tensor t;
     t.dtype = dtype;
     t.device = device;
+    t.scaling = scaling;
     t.ndim = ndim - 1;
     for (int d = 1; d < ndim; ++d) t.shape[d - 1] = shape[d];
     t.data = static_cast<char*>(data) + static_cast<size_t>(i) * t.bytes();

@@ -9,6 +9,7 @@
 // depends on n alone, never on the thread count.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
 
 #include <cmath>
 // GCC 12 flags the deliberately uninitialised _mm512_undefined_ps() inside the AVX-512 sqrt that the simd
@@ -77,7 +78,13 @@ void adamw_kernel(T* params, const T* grads, T* m, T* v, int64_t n, const AdamWA
 
 }  // namespace
 
-void CpuBackend::adamw_update(const AdamWArgs& args) {
+void CpuBackend::adamw_update(const AdamWArgs& given) {
+  // The masters and moments are F32 (F64) in every recipe; gradients may be stored narrower.
+  WideOperands w(staging_, {&given.params, &given.grads, &given.m, &given.v});
+  AdamWArgs args = given;
+  args.grads = w.in(given.grads);
+  GPT_CHECK(args.params.dtype == w.wide() && args.m.dtype == w.wide() && args.v.dtype == w.wide(),
+            "adamw_update: params, m and v must be {}", dtype_name(w.wide()));
   const int64_t n = args.params.numel();
   GPT_CHECK(!args.params.empty() && !args.grads.empty() && !args.m.empty() && !args.v.empty(),
             "adamw_update: params, grads, m and v are required");
@@ -85,7 +92,7 @@ void CpuBackend::adamw_update(const AdamWArgs& args) {
             "adamw_update: element counts differ: params {}, grads {}, m {}, v {}", n, args.grads.numel(),
             args.m.numel(), args.v.numel());
   GPT_CHECK(args.step >= 1, "adamw_update: step must be >= 1, got {}", args.step);
-  dispatch_float(common_float_dtype({&args.params, &args.grads, &args.m, &args.v}), [&](auto zero) {
+  dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);
     adamw_kernel(args.params.as<T>(), args.grads.as<T>(), args.m.as<T>(), args.v.as<T>(), n, args);
   });

@@ -16,6 +16,7 @@
 // lane_sum's fixed order (vec_math.h).
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
 #include "cpu/dropout.h"
 #include "cpu/vec_math.h"
 
@@ -172,27 +173,41 @@ Dims attention_dims(const Tensor& qkv, const Tensor& out, const Tensor& probs, i
 
 }  // namespace
 
-void CpuBackend::attention_forward(const AttentionForwardArgs& args) {
+void CpuBackend::attention_forward(const AttentionForwardArgs& given) {
+  WideOperands w(staging_, {&given.out, &given.probs, &given.qkv});
+  AttentionForwardArgs args = given;
+  args.qkv = w.in(given.qkv);
+  args.out = w.out(given.out);
+  args.probs = w.out(given.probs);
   const Dims d = attention_dims(args.qkv, args.out, args.probs, args.n_head, "attention_forward");
   const DropoutMask mask(args.dropout);
-  dispatch_float(common_float_dtype({&args.out, &args.probs, &args.qkv}), [&](auto zero) {
+  dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);
     attention_forward_kernel(args.out.as<T>(), args.probs.as<T>(), args.qkv.as<T>(), d, mask);
   });
+  w.store();
 }
 
-void CpuBackend::attention_backward(const AttentionBackwardArgs& args) {
+void CpuBackend::attention_backward(const AttentionBackwardArgs& given) {
+  WideOperands w(staging_, {&given.dqkv, &given.dprobs, &given.dout, &given.qkv, &given.probs});
+  AttentionBackwardArgs args = given;
+  args.dout = w.in(given.dout);
+  args.qkv = w.in(given.qkv);
+  args.probs = w.in(given.probs);
+  args.dqkv = w.out(given.dqkv);
+  args.dprobs = w.out(given.dprobs);
   const Dims d = attention_dims(args.qkv, args.dout, args.probs, args.n_head, "attention_backward");
   GPT_CHECK(args.dqkv.ndim == 3 && args.dqkv.numel() == args.qkv.numel(), "attention_backward: dqkv must be {}, got {}",
             args.qkv.shape_string(), args.dqkv.shape_string());
   GPT_CHECK(args.dprobs.numel() == args.probs.numel(), "attention_backward: dprobs must be {}, got {}",
             args.probs.shape_string(), args.dprobs.shape_string());
   const DropoutMask mask(args.dropout);
-  dispatch_float(common_float_dtype({&args.dqkv, &args.dprobs, &args.dout, &args.qkv, &args.probs}), [&](auto zero) {
+  dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);
     attention_backward_kernel(args.dqkv.as<T>(), args.dprobs.as<T>(), args.dout.as<T>(), args.qkv.as<T>(),
                               args.probs.as<T>(), d, mask);
   });
+  w.store();
 }
 
 }  // namespace gpt::cpu

@@ -7,8 +7,11 @@
 // saturation (FP8 only), replaced by +-max: the same code encode(v, saturate) gives, plus the count.
 // Underflow: x != 0 and the code is +-0. The amax is over the unscaled x, as Transformer Engine records it.
 // Threads split the elements statically; counts and maxima reduce exactly, in any order.
+#include "cpu/convert.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
+#include "precision/fp8_scaling.h"
 #include "precision/float_formats.h"
 
 #include <algorithm>
@@ -20,43 +23,6 @@ namespace {
 
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 14;
-
-template <class Fn>
-void dispatch_format(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::BF16: fn(Bf16Format{}); return;
-    case DType::F16: fn(F16Format{}); return;
-    case DType::E4M3: fn(E4m3Format{}); return;
-    case DType::E5M2: fn(E5m2Format{}); return;
-    default: GPT_FAIL("{} is not a narrow float format (bf16, f16, e4m3, e5m2)", dtype_name(dtype));
-  }
-}
-
-bool is_wide_float(DType t) { return t == DType::F32 || t == DType::F64; }
-
-// What one quantising pass saw.
-struct QuantStats {
-  int64_t underflow = 0;
-  int64_t overflow = 0;
-  double amax = 0.0;
-  bool nan = false;
-};
-
-// The code of x * scale, counting an underflow or an overflow (saturated to +-max when saturate).
-template <class Fmt, class T>
-typename Fmt::Storage quantize_one(T x, T scale, bool saturate, int64_t& underflow, int64_t& overflow) {
-  using Storage = typename Fmt::Storage;
-  const T v = x * scale;
-  Storage code = Fmt::encode(v, false);
-  const Storage magnitude = static_cast<Storage>(code & ~Fmt::kSignMask);
-  if (magnitude == Fmt::kMaxCode + 1 && !std::isnan(v)) {
-    ++overflow;
-    if (saturate) code = static_cast<Storage>((code & Fmt::kSignMask) | Fmt::kMaxCode);
-  } else if (magnitude == 0 && x != T(0)) {
-    ++underflow;
-  }
-  return code;
-}
 
 // Runs encode over in[0, n) and hands each code to sink(i, code).
 // Saturation is an FP8 mode only: bf16 and f16 overflow to inf like IEEE (and as loss scaling needs).
@@ -70,7 +36,7 @@ QuantStats quantize_loop(const T* in, int64_t n, T scale, bool fp8_saturate, Sin
     if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     const T x = in[i];
-    const auto code = quantize_one<Fmt>(x, scale, saturate, underflow, overflow);
+    const auto code = encode_one<Fmt>(x, scale, saturate, underflow, overflow);
     if (std::isnan(x)) nan = 1;
     else amax = std::max(amax, std::abs(static_cast<double>(x)));
     sink(i, code);
@@ -104,7 +70,7 @@ QuantStats roundtrip_f32(const float* in, float* out, int64_t n, float scale, fl
       amax = std::max(amax, std::abs(static_cast<double>(x)));
       continue;
     }
-    const auto code = quantize_one<Fmt>(x, scale, saturate, underflow, overflow);
+    const auto code = encode_one<Fmt>(x, scale, saturate, underflow, overflow);
     if (std::isnan(x)) nan = 1;
     else amax = std::max(amax, std::abs(static_cast<double>(x)));
     out[i] = Fmt::decode(code) * scale_inv;
@@ -171,6 +137,24 @@ void CpuBackend::cast(const CastArgs& args) {
   check_scale(args.scale, "cast");
   const int64_t n = in.numel();
 
+  // Through a scaling state, between two narrow formats, or a plain rounding without statistics: convert.h's
+  // encoders (with their fast paths). An explicit scale or statistics take the reference loop below.
+  const bool plain = args.scale == 1.0f && args.amax.empty() && args.counts.empty() && is_narrow_float(out.dtype);
+  if (plain || in.scaling || out.scaling || (is_narrow_float(in.dtype) && is_narrow_float(out.dtype))) {
+    GPT_CHECK(args.scale == 1.0f && args.amax.empty() && args.counts.empty(),
+              "cast: with an FP8 scaling state the state gives scale, amax and counts (got scale {}{}{})", args.scale,
+              args.amax.empty() ? "" : ", amax", args.counts.empty() ? "" : ", counts");
+    WideOperands w(staging_, {&in, &out});
+    const Tensor x = w.in(in);
+    Fp8Meta* meta = is_narrow_float(out.dtype) ? out.scaling : nullptr;
+    QuantStats stats;
+    dispatch_float(w.wide(), [&]<class T>(T) {
+      stats = encode<T>(x.as<T>(), out, n, static_cast<T>(meta ? meta->scale : 1.0f), args.saturate);
+    });
+    if (meta) add_stats(*meta, stats);
+    return;
+  }
+
   if (is_wide_float(in.dtype) && is_narrow_float(out.dtype)) {
     check_stats_outputs(args.amax, args.counts, "cast");
     QuantStats stats;
@@ -202,6 +186,18 @@ void CpuBackend::cast(const CastArgs& args) {
   dispatch_float(in.dtype, [&]<class From>(From) {
     dispatch_float(out.dtype, [&]<class To>(To) { convert_kernel(out.as<To>(), in.as<From>(), n); });
   });
+}
+
+void CpuBackend::fp8_current_scale(const Fp8CurrentScaleArgs& args) {
+  GPT_CHECK(!args.in.empty() && args.scaling != nullptr, "fp8_current_scale: in and scaling must be given");
+  GPT_CHECK(args.format == DType::E4M3 || args.format == DType::E5M2, "fp8_current_scale: format must be e4m3 or e5m2, got {}",
+            dtype_name(args.format));
+  float amax_value = 0.0f;
+  const Tensor out(&amax_value, {1}, DType::F32);
+  amax({out, args.in, false});
+  Fp8Meta& m = *args.scaling;
+  m.scale = fp8_scale_from_amax(amax_value, float_format_max(args.format), args.margin, m.scale);
+  m.scale_inv = 1.0f / m.scale;
 }
 
 void CpuBackend::amax(const AmaxArgs& args) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "cpu/wide_operands.h"
 
 namespace gpt::cpu {
 
@@ -23,8 +24,12 @@ class CpuBackend final : public Backend {
 
   GPT_BACKEND_OPS(GPT_OVERRIDE_BACKEND_OP)
 
+  // Bytes of FP32 staging the narrow operands have needed so far (see wide_operands.h).
+  size_t staging_bytes() const { return staging_.bytes(); }
+
  private:
   int threads_;
+  StagingPool staging_;
 };
 
 }  // namespace gpt::cpu

@@ -8,6 +8,7 @@
 // losses is f32, or f64 alongside f64 logits (for gradient checks).
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
 #include "cpu/vec_math.h"
 
 #include <algorithm>
@@ -53,7 +54,11 @@ void cross_entropy_kernel(L* losses, T* dlogits, const T* logits, const int32_t*
 
 }  // namespace
 
-void CpuBackend::cross_entropy(const CrossEntropyArgs& args) {
+void CpuBackend::cross_entropy(const CrossEntropyArgs& given) {
+  WideOperands w(staging_, {&given.logits, &given.dlogits});
+  CrossEntropyArgs args = given;
+  args.logits = w.in(given.logits);
+  args.dlogits = w.out(given.dlogits);
   const Tensor& logits = args.logits;
   GPT_CHECK(!logits.empty() && logits.ndim == 2, "cross_entropy: logits must be [N,Vp], got {}", logits.shape_string());
   const int64_t rows = logits.dim(0);
@@ -75,7 +80,7 @@ void CpuBackend::cross_entropy(const CrossEntropyArgs& args) {
               "cross_entropy: target {} at row {} is outside [0, {}) and is not the ignore index -1", targets[r], r,
               args.vocab_size);
   }
-  dispatch_float(common_float_dtype({&logits, &args.dlogits}), [&](auto zero) {
+  dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);
     T* dlogits = args.dlogits.empty() ? nullptr : args.dlogits.as<T>();
     const T dloss = static_cast<T>(args.dloss);
@@ -90,6 +95,7 @@ void CpuBackend::cross_entropy(const CrossEntropyArgs& args) {
       run(args.losses.as<T>());
     }
   });
+  w.store();
 }
 
 }  // namespace gpt::cpu

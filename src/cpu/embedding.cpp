@@ -8,6 +8,7 @@
 // elements).
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
 #include "cpu/dropout.h"
 
 #include <algorithm>
@@ -88,22 +89,34 @@ void embedding_backward_kernel(T* dwte, T* dwpe, const T* dout, const int32_t* t
 
 }  // namespace
 
-void CpuBackend::embedding_forward(const EmbeddingForwardArgs& args) {
+void CpuBackend::embedding_forward(const EmbeddingForwardArgs& given) {
+  WideOperands w(staging_, {&given.out, &given.wte, &given.wpe});
+  EmbeddingForwardArgs args = given;
+  args.wte = w.in(given.wte);
+  args.wpe = w.in(given.wpe);
+  args.out = w.out(given.out);
   const EmbeddingShape s = embedding_shape("embedding_forward", args.out, args.tokens, args.wte, args.wpe, "out");
-  const DType dtype = common_float_dtype({&args.out, &args.wte, &args.wpe});
+  const DType dtype = w.wide();
   const DropoutMask mask(args.dropout);
   dispatch_float(dtype, [&]<class T>(T) {
     embedding_forward_kernel(args.out.as<T>(), args.tokens.as<int32_t>(), args.wte.as<T>(), args.wpe.as<T>(), s, mask);
   });
+  w.store();
 }
 
-void CpuBackend::embedding_backward(const EmbeddingBackwardArgs& args) {
+void CpuBackend::embedding_backward(const EmbeddingBackwardArgs& given) {
+  WideOperands w(staging_, {&given.dwte, &given.dwpe, &given.dout});
+  EmbeddingBackwardArgs args = given;
+  args.dout = w.in(given.dout);
+  args.dwte = w.out(given.dwte, true);
+  args.dwpe = w.out(given.dwpe, true);
   const EmbeddingShape s = embedding_shape("embedding_backward", args.dout, args.tokens, args.dwte, args.dwpe, "dout");
-  const DType dtype = common_float_dtype({&args.dwte, &args.dwpe, &args.dout});
+  const DType dtype = w.wide();
   const DropoutMask mask(args.dropout);
   dispatch_float(dtype, [&]<class T>(T) {
     embedding_backward_kernel(args.dwte.as<T>(), args.dwpe.as<T>(), args.dout.as<T>(), args.tokens.as<int32_t>(), s, mask);
   });
+  w.store();
 }
 
 }  // namespace gpt::cpu

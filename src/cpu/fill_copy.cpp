@@ -1,5 +1,7 @@
-// fill: out[i] = value for every element (f32, f64, i32). copy: out = in, byte for byte, for tensors of
+// fill: out[i] = value for every element (f32, f64, i32, and the narrow formats: one code, FP8 with its
+// scale; a fill records no FP8 statistics). copy: out = in, byte for byte, for tensors of
 // equal dtype and element count (shapes may differ: a copy is also how a reshaped buffer is moved).
+#include "cpu/convert.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
 
@@ -24,6 +26,21 @@ void CpuBackend::fill(const FillArgs& args) {
   GPT_CHECK(!out.empty(), "fill: out is empty");
   if (out.dtype == DType::I32) {
     fill_kernel(out.as<int32_t>(), out.numel(), static_cast<int32_t>(args.value));
+    return;
+  }
+  if (is_narrow_float(out.dtype)) {
+    // One code for every element: the value encoded as a store would encode it (FP8 with its scale).
+    const float x = args.value;
+    uint8_t code[2];
+    const Tensor one(code, {1}, out.dtype, out.device);
+    encode<float>(&x, one, 1, out.scaling ? out.scaling->scale : 1.0f, true);
+    if (dtype_size(out.dtype) == 2) {
+      uint16_t c;
+      std::memcpy(&c, code, 2);
+      fill_kernel(out.as<uint16_t>(), out.numel(), c);
+    } else {
+      fill_kernel(out.as<uint8_t>(), out.numel(), code[0]);
+    }
     return;
   }
   dispatch_float(out.dtype, [&]<class T>(T) { fill_kernel(out.as<T>(), out.numel(), static_cast<T>(args.value)); });

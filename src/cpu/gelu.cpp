@@ -11,6 +11,7 @@
 // written).
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
 #include "cpu/vec_math.h"
 
 #include <algorithm>
@@ -67,23 +68,32 @@ void gelu_backward_kernel(T* din, const T* dout, const T* in, int64_t n) {
 
 }  // namespace
 
-void CpuBackend::gelu_forward(const GeluForwardArgs& args) {
+void CpuBackend::gelu_forward(const GeluForwardArgs& given) {
+  WideOperands w(staging_, {&given.out, &given.in});
+  GeluForwardArgs args = given;
+  args.in = w.in(given.in);
+  args.out = w.out(given.out);
   GPT_CHECK(!args.out.empty() && !args.in.empty(), "gelu_forward: out and in must be given");
   GPT_CHECK(args.out.numel() == args.in.numel(), "gelu_forward: out {} should match in {}", args.out.shape_string(),
             args.in.shape_string());
-  const DType dtype = common_float_dtype({&args.out, &args.in});
-  dispatch_float(dtype, [&]<class T>(T) { gelu_forward_kernel(args.out.as<T>(), args.in.as<T>(), args.in.numel()); });
+  dispatch_float(w.wide(), [&]<class T>(T) { gelu_forward_kernel(args.out.as<T>(), args.in.as<T>(), args.in.numel()); });
+  w.store();
 }
 
-void CpuBackend::gelu_backward(const GeluBackwardArgs& args) {
+void CpuBackend::gelu_backward(const GeluBackwardArgs& given) {
+  WideOperands w(staging_, {&given.din, &given.dout, &given.in});
+  GeluBackwardArgs args = given;
+  args.dout = w.in(given.dout);
+  args.in = w.in(given.in);
+  args.din = w.out(given.din);
   GPT_CHECK(!args.din.empty() && !args.dout.empty() && !args.in.empty(), "gelu_backward: din, dout and in must be given");
   GPT_CHECK(args.din.numel() == args.in.numel() && args.dout.numel() == args.in.numel(),
             "gelu_backward: din {} and dout {} should match in {}", args.din.shape_string(), args.dout.shape_string(),
             args.in.shape_string());
-  const DType dtype = common_float_dtype({&args.din, &args.dout, &args.in});
-  dispatch_float(dtype, [&]<class T>(T) {
+  dispatch_float(w.wide(), [&]<class T>(T) {
     gelu_backward_kernel(args.din.as<T>(), args.dout.as<T>(), args.in.as<T>(), args.in.numel());
   });
+  w.store();
 }
 
 }  // namespace gpt::cpu

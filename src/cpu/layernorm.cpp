@@ -7,6 +7,7 @@
 // order, so they are bitwise reproducible whatever the thread count.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
 #include "cpu/vec_math.h"
 
 #include <algorithm>
@@ -108,20 +109,40 @@ std::pair<int64_t, int64_t> layernorm_shape(const char* op, const Tensor& in, co
 
 }  // namespace
 
-void CpuBackend::layernorm_forward(const LayerNormForwardArgs& args) {
+void CpuBackend::layernorm_forward(const LayerNormForwardArgs& given) {
+  WideOperands w(staging_, {&given.out, &given.mean, &given.rstd, &given.in, &given.weight, &given.bias});
+  LayerNormForwardArgs args = given;
+  args.in = w.in(given.in);
+  args.weight = w.in(given.weight);
+  args.bias = w.in(given.bias);
+  args.out = w.out(given.out);
+  args.mean = w.out(given.mean);
+  args.rstd = w.out(given.rstd);
   const auto [n, c] = layernorm_shape("layernorm_forward", args.in, args.weight, args.mean, args.rstd);
   GPT_CHECK(!args.bias.empty() && args.bias.numel() == c, "layernorm_forward: bias {} should have {} elements",
             args.bias.shape_string(), c);
   GPT_CHECK(!args.out.empty() && args.out.numel() == args.in.numel(), "layernorm_forward: out {} should match in {}",
             args.out.shape_string(), args.in.shape_string());
-  const DType dtype = common_float_dtype({&args.out, &args.mean, &args.rstd, &args.in, &args.weight, &args.bias});
+  const DType dtype = w.wide();
   dispatch_float(dtype, [&]<class T>(T) {
     layernorm_forward_kernel(args.out.as<T>(), args.mean.as<T>(), args.rstd.as<T>(), args.in.as<T>(), args.weight.as<T>(),
                              args.bias.as<T>(), n, c, static_cast<double>(args.eps));
   });
+  w.store();
 }
 
-void CpuBackend::layernorm_backward(const LayerNormBackwardArgs& args) {
+void CpuBackend::layernorm_backward(const LayerNormBackwardArgs& given) {
+  WideOperands w(staging_, {&given.din, &given.dweight, &given.dbias, &given.dout, &given.in, &given.weight, &given.mean,
+                            &given.rstd});
+  LayerNormBackwardArgs args = given;
+  args.dout = w.in(given.dout);
+  args.in = w.in(given.in);
+  args.weight = w.in(given.weight);
+  args.mean = w.in(given.mean);
+  args.rstd = w.in(given.rstd);
+  args.din = w.out(given.din, true);
+  args.dweight = w.out(given.dweight, true);
+  args.dbias = w.out(given.dbias, true);
   const auto [n, c] = layernorm_shape("layernorm_backward", args.in, args.weight, args.mean, args.rstd);
   GPT_CHECK(!args.dweight.empty() && args.dweight.numel() == c, "layernorm_backward: dweight {} should have {} elements",
             args.dweight.shape_string(), c);
@@ -131,14 +152,14 @@ void CpuBackend::layernorm_backward(const LayerNormBackwardArgs& args) {
             args.din.shape_string(), args.in.shape_string());
   GPT_CHECK(!args.dout.empty() && args.dout.numel() == args.in.numel(), "layernorm_backward: dout {} should match in {}",
             args.dout.shape_string(), args.in.shape_string());
-  const DType dtype = common_float_dtype(
-      {&args.din, &args.dweight, &args.dbias, &args.dout, &args.in, &args.weight, &args.mean, &args.rstd});
+  const DType dtype = w.wide();
   dispatch_float(dtype, [&]<class T>(T) {
     layernorm_input_grad(args.din.as<T>(), args.dout.as<T>(), args.in.as<T>(), args.weight.as<T>(), args.mean.as<T>(),
                          args.rstd.as<T>(), n, c);
     layernorm_param_grads(args.dweight.as<T>(), args.dbias.as<T>(), args.dout.as<T>(), args.in.as<T>(), args.mean.as<T>(),
                           args.rstd.as<T>(), n, c);
   });
+  w.store();
 }
 
 }  // namespace gpt::cpu

@@ -1,5 +1,8 @@
 // matmul: out[M,N] = alpha * op(a)[M,K] op(b)[K,N] + beta * out + bias[N], one BLAS gemm (row-major;
-// sgemm for f32, dgemm for f64). With beta = 0 the rows of out start as the bias and the gemm
+// sgemm for f32, dgemm for f64). Narrow operands are decoded exactly and multiplied in FP32 (FP32
+// accumulation, as the GPU's tensor cores); a narrow out is rounded once, after bias and beta. FP8
+// operands enter as their unscaled codes and both inverse scales multiply the accumulator, through
+// alpha, as cuBLASLt's FP8 product applies scale_a * scale_b: out = alpha a_inv b_inv (qa qb) + ... With beta = 0 the rows of out start as the bias and the gemm
 // accumulates onto them; otherwise a bias pass follows the gemm. Leading dimensions are folded:
 // a [B,T,C] tensor is the [B*T, C] matrix. a is [M,K] or, with trans_a, [K,M]; b is [K,N] or, with
 // trans_b, [N,K] (a linear layer's weight W[OC,IC] is used with trans_b).
@@ -8,6 +11,7 @@
 // so every column's sum has one fixed order (double accumulator) whatever the thread count.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
 
 #include <cblas.h>
 
@@ -83,7 +87,15 @@ void bias_backward_kernel(T* dbias, const T* dout, int64_t m, int64_t n) {
 
 }  // namespace
 
-void CpuBackend::matmul(const MatmulArgs& args) {
+void CpuBackend::matmul(const MatmulArgs& given) {
+  WideOperands w(staging_, {&given.out, &given.a, &given.b, &given.bias});
+  MatmulArgs args = given;
+  args.a = w.in(given.a, false);
+  args.b = w.in(given.b, false);
+  args.bias = w.in(given.bias);
+  args.out = w.out(given.out, given.beta != 0.0f);
+  for (const Tensor* t : {&given.a, &given.b})
+    if (t->scaling && (t->dtype == DType::E4M3 || t->dtype == DType::E5M2)) args.alpha *= t->scaling->scale_inv;
   const MatrixShape a = as_matrix(args.a, "a");
   const MatrixShape b = as_matrix(args.b, "b");
   const MatrixShape out = as_matrix(args.out, "out");
@@ -100,8 +112,7 @@ void CpuBackend::matmul(const MatmulArgs& args) {
   if (!args.bias.empty()) {
     GPT_CHECK(args.bias.numel() == n, "matmul: bias {} should have {} elements (the output columns)", args.bias.shape_string(), n);
   }
-  const DType dtype = common_float_dtype({&args.out, &args.a, &args.b, &args.bias});
-  dispatch_float(dtype, [&]<class T>(T) {
+  dispatch_float(w.wide(), [&]<class T>(T) {
     // With beta = 0 the bias is the gemm's starting value (beta = 1): one pass over out instead of
     // BLAS's zeroing pass plus a bias pass.
     const bool bias_first = !args.bias.empty() && args.beta == 0.0f;
@@ -111,17 +122,22 @@ void CpuBackend::matmul(const MatmulArgs& args) {
             bias_first ? T(1) : static_cast<T>(args.beta), args.out.as<T>(), static_cast<int>(n));
     if (!args.bias.empty() && !bias_first) add_bias(args.out.as<T>(), args.bias.as<T>(), m, n);
   });
+  w.store();
 }
 
-void CpuBackend::bias_backward(const BiasBackwardArgs& args) {
+void CpuBackend::bias_backward(const BiasBackwardArgs& given) {
+  WideOperands w(staging_, {&given.dbias, &given.dout});
+  BiasBackwardArgs args = given;
+  args.dout = w.in(given.dout);
+  args.dbias = w.out(given.dbias, true);
   GPT_CHECK(!args.dbias.empty() && !args.dout.empty() && args.dout.ndim >= 1, "bias_backward: dbias and dout must be given");
   const int64_t n = args.dout.dim(-1);
   GPT_CHECK(args.dbias.numel() == n, "bias_backward: dbias {} should have {} elements (the columns of dout {})",
             args.dbias.shape_string(), n, args.dout.shape_string());
-  const DType dtype = common_float_dtype({&args.dbias, &args.dout});
-  dispatch_float(dtype, [&]<class T>(T) {
+  dispatch_float(w.wide(), [&]<class T>(T) {
     bias_backward_kernel(args.dbias.as<T>(), args.dout.as<T>(), n == 0 ? 0 : args.dout.numel() / n, n);
   });
+  w.store();
 }
 
 }  // namespace gpt::cpu

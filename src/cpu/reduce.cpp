@@ -4,6 +4,7 @@
 // one-element f32 or f64 tensor.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
 #include "cpu/vec_math.h"
 
 #include <omp.h>
@@ -45,7 +46,9 @@ void CpuBackend::sum_of_squares(const SumOfSquaresArgs& args) {
   GPT_CHECK(!args.in.empty(), "sum_of_squares: in must be given");
   GPT_CHECK(!args.out.empty() && args.out.numel() == 1, "sum_of_squares: out {} must hold one element", args.out.shape_string());
   double total = 0.0;
-  dispatch_float(args.in.dtype, [&]<class T>(T) { total = sum_of_squares_kernel(args.in.as<T>(), args.in.numel()); });
+  WideOperands w(staging_, {&args.in});
+  const Tensor in = w.in(args.in);
+  dispatch_float(in.dtype, [&]<class T>(T) { total = sum_of_squares_kernel(in.as<T>(), in.numel()); });
   dispatch_float(args.out.dtype, [&]<class T>(T) { args.out.as<T>()[0] = static_cast<T>(total); });
 }
 

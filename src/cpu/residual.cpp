@@ -5,6 +5,7 @@
 // With dropout the work is split into chunks of whole Philox blocks, each walked in order with a cursor.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
 #include "cpu/dropout.h"
 
 #include <algorithm>
@@ -52,12 +53,17 @@ void residual_backward_kernel(T* dx, const T* dout, int64_t n, const DropoutMask
 
 }  // namespace
 
-void CpuBackend::residual_forward(const ResidualForwardArgs& args) {
+void CpuBackend::residual_forward(const ResidualForwardArgs& given) {
+  WideOperands w(staging_, {&given.out, &given.residual, &given.x});
+  ResidualForwardArgs args = given;
+  args.residual = w.in(given.residual);
+  args.x = w.in(given.x);
+  args.out = w.out(given.out);
   GPT_CHECK(!args.out.empty() && !args.residual.empty() && !args.x.empty(), "residual_forward: out, residual and x must be given");
   GPT_CHECK(args.out.numel() == args.x.numel() && args.residual.numel() == args.x.numel(),
             "residual_forward: out {}, residual {} and x {} should have one element count", args.out.shape_string(),
             args.residual.shape_string(), args.x.shape_string());
-  const DType dtype = common_float_dtype({&args.out, &args.residual, &args.x});
+  const DType dtype = w.wide();
   const DropoutMask mask(args.dropout);
   dispatch_float(dtype, [&]<class T>(T) {
     if (mask.active()) {
@@ -66,19 +72,25 @@ void CpuBackend::residual_forward(const ResidualForwardArgs& args) {
       residual_add_kernel(args.out.as<T>(), args.residual.as<T>(), args.x.as<T>(), args.x.numel());
     }
   });
+  w.store();
 }
 
-void CpuBackend::residual_backward(const ResidualBackwardArgs& args) {
-  GPT_CHECK(!args.dx.empty() && !args.dout.empty(), "residual_backward: dx and dout must be given");
-  GPT_CHECK(args.dx.numel() == args.dout.numel(), "residual_backward: dx {} should match dout {}", args.dx.shape_string(),
-            args.dout.shape_string());
-  const DType dtype = common_float_dtype({&args.dx, &args.dout});
-  const DropoutMask mask(args.dropout);
-  if (!mask.active()) {
-    if (args.dx.data != args.dout.data) std::memcpy(args.dx.data, args.dout.data, args.dout.bytes());
+void CpuBackend::residual_backward(const ResidualBackwardArgs& given) {
+  GPT_CHECK(!given.dx.empty() && !given.dout.empty(), "residual_backward: dx and dout must be given");
+  GPT_CHECK(given.dx.numel() == given.dout.numel(), "residual_backward: dx {} should match dout {}", given.dx.shape_string(),
+            given.dout.shape_string());
+  const DropoutMask mask(given.dropout);
+  if (!mask.active() && given.dx.dtype == given.dout.dtype && given.dx.scaling == given.dout.scaling) {
+    if (given.dx.data != given.dout.data) std::memcpy(given.dx.data, given.dout.data, given.dout.bytes());
     return;
   }
-  dispatch_float(dtype, [&]<class T>(T) { residual_backward_kernel(args.dx.as<T>(), args.dout.as<T>(), args.dout.numel(), mask); });
+  WideOperands w(staging_, {&given.dx, &given.dout});
+  const Tensor dout = w.in(given.dout), dx = w.out(given.dx);
+  dispatch_float(w.wide(), [&]<class T>(T) {
+    if (mask.active()) residual_backward_kernel(dx.as<T>(), dout.as<T>(), dout.numel(), mask);
+    else if (dx.data != dout.data) std::memcpy(dx.data, dout.data, dout.bytes());
+  });
+  w.store();
 }
 
 }  // namespace gpt::cpu

@@ -6,6 +6,7 @@
 // before writing it, so din may alias dout or out.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/wide_operands.h"
 #include "cpu/vec_math.h"
 
 #include <algorithm>
@@ -50,19 +51,29 @@ void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
 
 }  // namespace
 
-void CpuBackend::softmax_forward(const SoftmaxForwardArgs& args) {
+void CpuBackend::softmax_forward(const SoftmaxForwardArgs& given) {
+  WideOperands w(staging_, {&given.out, &given.in});
+  SoftmaxForwardArgs args = given;
+  args.in = w.in(given.in);
+  args.out = w.out(given.out);
   GPT_CHECK(!args.in.empty() && !args.out.empty() && args.in.ndim >= 1, "softmax_forward: in and out are required");
   check_same_shape(args.out, args.in, "out");
   const int64_t cols = args.in.dim(-1);
   GPT_CHECK(cols > 0, "softmax_forward: empty last dimension in shape {}", args.in.shape_string());
   const int64_t rows = args.in.numel() / cols;
-  dispatch_float(common_float_dtype({&args.out, &args.in}), [&](auto zero) {
+  dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);
     softmax_forward_kernel(args.out.as<T>(), args.in.as<T>(), rows, cols);
   });
+  w.store();
 }
 
-void CpuBackend::softmax_backward(const SoftmaxBackwardArgs& args) {
+void CpuBackend::softmax_backward(const SoftmaxBackwardArgs& given) {
+  WideOperands w(staging_, {&given.din, &given.dout, &given.out});
+  SoftmaxBackwardArgs args = given;
+  args.dout = w.in(given.dout);
+  args.out = w.in(given.out);
+  args.din = w.out(given.din);
   GPT_CHECK(!args.din.empty() && !args.dout.empty() && !args.out.empty() && args.out.ndim >= 1,
             "softmax_backward: din, dout and out are required");
   check_same_shape(args.din, args.out, "din");
@@ -70,10 +81,11 @@ void CpuBackend::softmax_backward(const SoftmaxBackwardArgs& args) {
   const int64_t cols = args.out.dim(-1);
   GPT_CHECK(cols > 0, "softmax_backward: empty last dimension in shape {}", args.out.shape_string());
   const int64_t rows = args.out.numel() / cols;
-  dispatch_float(common_float_dtype({&args.din, &args.dout, &args.out}), [&](auto zero) {
+  dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);
     softmax_backward_kernel(args.din.as<T>(), args.dout.as<T>(), args.out.as<T>(), rows, cols);
   });
+  w.store();
 }
 
 }  // namespace gpt::cpu

@@ -7,12 +7,14 @@
 namespace gpt {
 namespace {
 
-// The parameters outside the blocks; every other tensor is [L, ...], one slice per block.
-bool outside_blocks(std::string_view name) {
-  return name == "wte" || name == "wpe" || name == "lnfw" || name == "lnfb";
-}
-
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// The buckets reduce in the masters' precision; gradients stored narrower (precision.grad_dtype) are
+// widened into them and rounded back, as a GPU reduces BF16 gradients in an FP32 bucket.
+void convert_into(Backend& backend, const Tensor& out, const Tensor& in) {
+  if (out.dtype == in.dtype) backend.copy({out, in});
+  else backend.cast({out, in});
+}
 
 // Buckets and ZeRO-1 chunks start on 64-element (256-byte f32) boundaries, the arenas' alignment.
 constexpr int64_t kGranule = 64;
@@ -106,7 +108,7 @@ Tensor DataParallel::bucket(int i) const {
 void DataParallel::start(int bi) {
   Bucket& b = buckets_[static_cast<size_t>(bi)];
   GPT_CHECK(!b.started, "gradient bucket {} was started twice in one step", bi);
-  for (const Segment& s : b.segments) backend_.copy({s.slot, s.grad});
+  for (const Segment& s : b.segments) convert_into(backend_, s.slot, s.grad);
   if (zero_ == 1) {
     const int64_t chunk = b.padded / comm_.world_size();
     b.handle = comm_.reduce_scatter_sum_async(buckets_buffer_.elements(b.offset, b.padded),
@@ -138,7 +140,7 @@ double DataParallel::finish_gradients() {
     b.handle.wait();
     b.started = false;
     if (zero_ == 0)
-      for (const Segment& s : b.segments) backend_.copy({s.grad, s.slot});
+      for (const Segment& s : b.segments) convert_into(backend_, s.grad, s.slot);
   }
   if (zero_ == 0) return model_.gradient_norm_squared();
   // The model's own norm scratch (its ledger plans it for every step).

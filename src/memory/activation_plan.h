@@ -16,24 +16,23 @@
 // (L/k + k - 1) block inputs + one block's internals, the O(k + L/k) of the classic sqrt(L) scheme
 // (Chen et al. 2016), minimised at k = sqrt(L); the price is 2k-1 block forwards per segment
 // (k = 1: exactly one extra forward of every block).
-// fp8: the stored inputs of an FP8 block's linear layers (ln1, atty, ln2, fch_gelu) take 1 byte per value
-// (e = 1 for those four) and backward adds fp8.output_grad [b,s,4h] of E5M2 when it casts gradients.
+// Formats: every buffer takes the format the precision layout gives its tensor (precision_layout.h), so
+// bf16 activations take 2 bytes and an FP8 block's linear inputs 1. A buffer several blocks share (the
+// recompute workspace, the selective scratch, fp8.output_grad) is sized for the widest format it holds.
+// fp8 adds fp8.output_grad [b,s,4h] E5M2 when backward casts gradients, and fp8.source [b,s,4h] FP32 under
+// current scaling (an FP8 input before its cast).
 #pragma once
 
 #include "config/config.h"
 #include "core/arena.h"
 #include "memory/recompute.h"
-#include "precision/recipe.h"
+#include "precision/precision_layout.h"
 
 #include <array>
 #include <string>
 #include <vector>
 
 namespace gpt {
-
-enum class BlockTensor { Ln1, Ln1Mean, Ln1Rstd, Qkv, Atty, Probs, Residual2, Ln2, Ln2Mean, Ln2Rstd, Fch, FchGelu, Out, Count };
-inline constexpr int kBlockTensors = static_cast<int>(BlockTensor::Count);
-const char* block_tensor_name(BlockTensor t);
 
 // What a buffer is for, the rows of the ledger.
 enum class ActivationUse { BlockStored, BlockInput, RecomputeWorkspace, Head, Scratch, Count };
@@ -46,27 +45,22 @@ struct ActivationPlan {
   // block_buffer[l][kind]: index into layout, or -1 when the backend does not need it (probs with
   // a fused attention).
   std::vector<std::array<int, kBlockTensors>> block_buffer;
+  // model_buffer[tensor]: index into layout, or -1 when this configuration does not need it.
+  std::array<int, kModelTensors> model_buffer{};
   RecomputePolicy policy;
 
   uint64_t bytes(ActivationUse u) const;
   uint64_t total_bytes() const { return layout.total_bytes(); }
 };
 
-struct ActivationShape {
+// The largest micro-batch the activations are planned for.
+struct MicroBatch {
   int batch_size = 1;
   int seq_len = 1;
-  DType dtype = DType::F32;
-  bool keeps_probs = true;  // Backend::attention_keeps_probs()
-  // fp8 recipe: the blocks whose linear layers take FP8 inputs (stored in E4M3 where dtype is 16-bit,
-  // i.e. in the GPU's layout; the CPU emulation stores F32), and whether backward casts output
-  // gradients to E5M2, which needs a [b,s,4h] buffer.
-  std::vector<bool> fp8_blocks;
-  bool fp8_output_grads = false;
 };
 
-// The shape's FP8 fields from a precision recipe.
-void set_fp8_fields(ActivationShape& shape, const PrecisionRecipe& recipe, int n_layer);
-
-ActivationPlan plan_activations(const ModelConfig& model, const ActivationShape& shape, const RecomputePolicy& policy);
+// keeps_probs: Backend::attention_keeps_probs() (a fused attention stores no [b,a,s,s] probabilities).
+ActivationPlan plan_activations(const ModelConfig& model, const PrecisionLayout& precision, MicroBatch micro,
+                                bool keeps_probs, const RecomputePolicy& policy);
 
 }  // namespace gpt

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "model/parameters.h"
+#include "precision/precision_layout.h"
 #include "precision/recipe.h"
 
 #include <fmt/format.h>
@@ -9,31 +10,17 @@
 namespace gpt {
 
 MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int batch_size, bool keeps_probs) {
-  // Mixed precision: activations in the compute dtype, plus the compute copy of the weights, as the GPU
-  // lays them out (the CPU backend emulates the rounding in F32 storage). Masters, gradients and AdamW
-  // state stay FP32.
-  // fp8: the FP8 blocks' linear inputs and weights take 1 byte per value (the transposed FP8 copies a
-  // Hopper FP8 GEMM needs in backward are not planned yet: the CUDA backend will add its workspace).
-  // grad_dtype BF16/F16 halves the gradients.
-  const PrecisionRecipe recipe = precision_recipe(config.precision);
-  const DType compute = recipe.compute_dtype();
-  ActivationShape shape;
-  shape.batch_size = batch_size;
-  shape.seq_len = config.train.seq_len;
-  shape.dtype = compute;
-  shape.keeps_probs = keeps_probs;
-  set_fp8_fields(shape, recipe, config.model.n_layer);
-  const ActivationPlan plan = plan_activations(config.model, shape, policy);
+  // Every tensor at the size of the format the precision layout gives it, which is what every backend
+  // allocates: activations, the compute copy of the weights (E4M3 for FP8 blocks' linear weights) and the
+  // gradients in precision.grad_dtype. Masters and AdamW state stay FP32. (The transposed FP8 copies a
+  // Hopper FP8 product needs in backward are a CUDA workspace, not planned here yet.)
+  const PrecisionLayout precision(precision_recipe(config.precision), config.model.n_layer);
+  const ActivationPlan plan =
+      plan_activations(config.model, precision, {batch_size, config.train.seq_len}, keeps_probs, policy);
   MemoryLedger ledger = memory_ledger(config.model, plan, DType::F32);
-  if (compute != DType::F32) {
-    ledger.compute_weights = ParameterLayout(config.model, compute).arena_layout().total_bytes();
-    const int64_t C = config.model.n_embd;
-    for (int l = 0; l < config.model.n_layer; ++l)
-      if (recipe.layer_uses_fp8(l, config.model.n_layer))  // qkv 3C^2, attention projection C^2, fc and fc proj 4C^2
-        ledger.compute_weights -= static_cast<uint64_t>(12 * C * C) * (dtype_size(compute) - 1);
-  }
-  if (recipe.grad_dtype != DType::F32)
-    ledger.gradients = ParameterLayout(config.model, recipe.grad_dtype).arena_layout().total_bytes();
+  const ParameterLayout masters(config.model, DType::F32);
+  if (precision.compute_weights()) ledger.compute_weights = compute_weights_layout(masters, precision).total_bytes();
+  ledger.gradients = ParameterLayout(config.model, precision.gradient()).arena_layout().total_bytes();
   return ledger;
 }
 

@@ -1,22 +1,26 @@
 #include "model/gpt.h"
 
 #include "core/random.h"
+#include "precision/float_formats.h"
 
 #include <cmath>
 
 namespace gpt {
 namespace {
 
-// Host <-> backend transfers of float tensors whose dtype is F32 or F64, through doubles.
+// Host <-> backend transfers. A download reads any float format (an FP8 tensor times its scale_inv, read
+// with it); an upload writes the masters, F32 or F64.
 std::vector<double> download(Backend& backend, const Tensor& t) {
-  std::vector<double> out(static_cast<size_t>(t.numel()));
-  if (t.dtype == DType::F64) {
-    backend.copy_to_host(out.data(), t.data, t.bytes());
-  } else {
-    std::vector<float> tmp(out.size());
-    backend.copy_to_host(tmp.data(), t.f32(), t.bytes());
-    for (size_t i = 0; i < tmp.size(); ++i) out[i] = tmp[i];
+  std::vector<std::byte> raw(t.bytes());
+  backend.copy_to_host(raw.data(), t.data, t.bytes());
+  double scale_inv = 1.0;
+  if (t.scaling) {
+    Fp8Meta meta;
+    backend.copy_to_host(&meta, t.scaling, sizeof meta);
+    scale_inv = meta.scale_inv;
   }
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = decode_element(t.dtype, raw.data(), i) * scale_inv;
   return out;
 }
 
@@ -33,21 +37,6 @@ void upload(Backend& backend, const Tensor& t, std::span<const double> values) {
 
 }  // namespace
 
-namespace {
-
-ActivationShape model_activation_shape(const ModelConfig& config, int batch_size, int seq_len, DType dtype,
-                                       bool keeps_probs, const PrecisionRecipe& precision) {
-  ActivationShape shape;
-  shape.batch_size = batch_size;
-  shape.seq_len = seq_len;
-  shape.dtype = dtype;
-  shape.keeps_probs = keeps_probs;
-  set_fp8_fields(shape, precision, config.n_layer);
-  return shape;
-}
-
-}  // namespace
-
 GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype,
          const RecomputePolicy& recompute, const PrecisionRecipe& precision)
     : config_(config),
@@ -55,33 +44,42 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
       dtype_(dtype),
       max_batch_(batch_size),
       max_seq_(seq_len),
+      precision_(precision, config.n_layer, dtype),
       layout_(config, dtype),
-      plan_(plan_activations(
-          config, model_activation_shape(config, batch_size, seq_len, dtype, backend.attention_keeps_probs(), precision),
-          recompute)),
+      grads_layout_(config, precision_.gradient()),
+      plan_(plan_activations(config, precision_, {batch_size, seq_len}, backend.attention_keeps_probs(), recompute)),
       params_arena_(layout_.arena_layout(), backend),
-      grads_arena_(layout_.arena_layout(), backend),
+      grads_arena_(grads_layout_.arena_layout(), backend),
       acts_arena_(plan_.layout, backend),
-      host_staging_(static_cast<size_t>(batch_size) * seq_len * dtype_size(dtype)) {
+      host_staging_(static_cast<size_t>(batch_size) * seq_len * dtype_size(precision_.statistics())) {
   GPT_CHECK(config.n_embd % config.n_head == 0, "n_head {} does not divide n_embd {}", config.n_head, config.n_embd);
   GPT_CHECK(seq_len <= config.context_length, "seq_len {} exceeds context_length {}", seq_len, config.context_length);
   params_ = layout_.views(params_arena_);
-  grads_ = layout_.views(grads_arena_);
-  // Zero everything once, alignment gaps included, so flat reductions over an arena are exact.
-  for (Arena* arena : {&params_arena_, &grads_arena_, &acts_arena_})
-    if (arena->layout().total_bytes() > 0)
-      backend_.fill({Tensor(arena->base(), {static_cast<int64_t>(arena->layout().total_bytes() / 4)}), 0.0f});
-
-  precision.validate(config.n_layer);
-  precision_ = precision;
-  compute_dtype_ = precision.compute_dtype();
-  if (compute_dtype_ != DType::F32 || precision.grad_dtype != DType::F32)
-    GPT_CHECK(dtype_ == DType::F32, "mixed precision needs F32 master weights, not {}", dtype_name(dtype_));
-  if (compute_dtype_ != DType::F32) {
-    compute_arena_ = std::make_unique<Arena>(layout_.arena_layout(), backend_);
-    compute_params_ = layout_.views(*compute_arena_);
+  grads_ = grads_layout_.views(grads_arena_);
+  masters_ = layout_.model_views(params_arena_, config.n_layer);
+  grad_blocks_ = grads_layout_.model_views(grads_arena_, config.n_layer);
+  if (precision_.compute_weights()) {
+    compute_arena_ = std::make_unique<Arena>(compute_weights_layout(layout_, precision_), backend_);
+    compute_ = compute_weight_views(*compute_arena_, config.n_layer);
+  } else {
+    compute_ = masters_;
   }
-  if (precision.recipe == RecipeKind::Fp8) fp8_ = std::make_unique<Fp8Gemms>(precision, config.n_layer, backend_);
+  // Zero everything once, alignment gaps included, so flat reductions over an arena are exact.
+  for (Arena* arena : {&params_arena_, &grads_arena_, &acts_arena_, compute_arena_.get()})
+    if (arena && arena->layout().total_bytes() > 0)
+      backend_.fill({Tensor(arena->base(), {static_cast<int64_t>(arena->layout().total_bytes() / 4)}), 0.0f});
+  if (precision.recipe == RecipeKind::Fp8) {
+    fp8_ = std::make_unique<Fp8State>(precision_, backend_);
+    // An FP8 block's linear weights carry their scaling slots.
+    for (int l = 0; l < config.n_layer; ++l) {
+      BlockParameters& w = compute_.blocks[static_cast<size_t>(l)];
+      for (auto [member, name] : {std::pair{&BlockParameters::qkvw, "qkvw"}, std::pair{&BlockParameters::attprojw, "attprojw"},
+                                  std::pair{&BlockParameters::fcw, "fcw"}, std::pair{&BlockParameters::fcprojw, "fcprojw"}}) {
+        const int slot = precision_.compute_weight(name, l).slot;
+        if (slot >= 0) (w.*member).scaling = fp8_->meta(slot);
+      }
+    }
+  }
 }
 
 GPT::~GPT() = default;
@@ -130,60 +128,50 @@ void GPT::parameters_from_host(std::span<const float> flat) {
   }
 }
 
-void GPT::round_to_compute(const Tensor& t) {
-  if (compute_dtype_ == DType::F32 || t.empty()) return;
-  QuantizeRoundtripArgs q;
-  q.out = t;
-  q.in = t;
-  q.format = compute_dtype_;
-  backend_.quantize_roundtrip(q);
+void GPT::cast_fp8(const Tensor& dst, const Tensor& src) {
+  if (!fp8_->delayed()) backend_.fp8_current_scale({src, dst.scaling, dst.dtype, fp8_->margin()});
+  backend_.cast({dst, src});
+  fp8_->count(dst.scaling, src.numel());
 }
 
-void GPT::store_gemm_input(const Tensor& x, int l, Fp8Linear which) {
-  if (fp8_block(l)) fp8_->quantize(x, x, l, which, Fp8Operand::Input);
-  else round_to_compute(x);
+template <class Produce>
+void GPT::produce(int l, BlockTensor t, const Tensor& dst, Produce&& op) {
+  const DType source = precision_.source(l, t);
+  if (source == dst.dtype) {
+    op(dst);
+    if (dst.scaling) fp8_->count(dst.scaling, dst.numel());
+    return;
+  }
+  const ModelTensor staging = source == precision_.compute() ? ModelTensor::Branch : ModelTensor::Fp8Source;
+  const Tensor buffer = acts_arena_.tensor(static_cast<size_t>(plan_.model_buffer[static_cast<size_t>(staging)]));
+  Tensor src = dst;
+  src.data = buffer.data;
+  src.dtype = source;
+  src.scaling = nullptr;
+  GPT_CHECK(src.bytes() <= buffer.bytes(), "{} {} does not fit the {} staging buffer", block_tensor_name(t),
+            dst.shape_string(), model_tensor_name(staging));
+  op(src);
+  cast_fp8(dst, src);
 }
 
 void GPT::refresh_compute_weights() {
-  // The masters may have changed since the last forward (an optimizer step, a load). Alignment gaps are
-  // zero in both arenas and stay zero.
-  const int64_t n = static_cast<int64_t>(params_arena_.layout().total_bytes() / sizeof(float));
-  QuantizeRoundtripArgs q;
-  q.out = Tensor(compute_arena_->base(), {n}, DType::F32, backend_.device());
-  q.in = Tensor(params_arena_.base(), {n}, DType::F32, backend_.device());
-  q.format = compute_dtype_;
-  backend_.quantize_roundtrip(q);
-  if (!fp8_) return;
-  // An FP8 block's linear weights are cast from the FP32 masters, as the GPU casts them, not from BF16.
-  for (int l = 0; l < config_.n_layer; ++l) {
-    if (!fp8_->layer_uses_fp8(l)) continue;
-    const std::pair<Tensor ParameterTensors::*, Fp8Linear> weights[] = {{&ParameterTensors::qkvw, Fp8Linear::Qkv},
-                                                                         {&ParameterTensors::attprojw, Fp8Linear::AttnProj},
-                                                                         {&ParameterTensors::fcw, Fp8Linear::Fc},
-                                                                         {&ParameterTensors::fcprojw, Fp8Linear::FcProj}};
-    for (const auto& [member, which] : weights)
-      fp8_->quantize((compute_params_.*member)[l], (params_.*member)[l], l, which, Fp8Operand::Weight);
-  }
-}
-
-void GPT::round_gradients(int l) {
-  if (precision_.grad_dtype == DType::F32) return;
-  auto round = [&](const Tensor& g) {
-    QuantizeRoundtripArgs q;
-    q.out = g;
-    q.in = g;
-    q.format = precision_.grad_dtype;
-    q.saturate = false;  // an F16 overflow stays inf, for the loss scaler to see
-    backend_.quantize_roundtrip(q);
+  // The masters may have changed since the last forward (an optimizer step, a load). FP8 weights are cast
+  // from the FP32 masters with their scales, as the GPU casts them, not from BF16.
+  auto cast = [&](const Tensor& dst, const Tensor& src) {
+    if (dst.scaling) cast_fp8(dst, src);
+    else backend_.cast({dst, src});
   };
-  const ParameterTensors& g = grads_;
-  if (l < 0) {
-    for (const Tensor* t : {&g.wte, &g.wpe, &g.lnfw, &g.lnfb}) round(*t);
-    return;
+  for (Tensor ModelParameters::* member : {&ModelParameters::wte, &ModelParameters::wpe, &ModelParameters::lnfw,
+                                           &ModelParameters::lnfb})
+    cast(compute_.*member, masters_.*member);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const BlockParameters &dst = compute_.blocks[static_cast<size_t>(l)], &src = masters_.blocks[static_cast<size_t>(l)];
+    for (Tensor BlockParameters::* member :
+         {&BlockParameters::ln1w, &BlockParameters::ln1b, &BlockParameters::qkvw, &BlockParameters::qkvb,
+          &BlockParameters::attprojw, &BlockParameters::attprojb, &BlockParameters::ln2w, &BlockParameters::ln2b,
+          &BlockParameters::fcw, &BlockParameters::fcb, &BlockParameters::fcprojw, &BlockParameters::fcprojb})
+      cast(dst.*member, src.*member);
   }
-  for (const Tensor* t : {&g.ln1w, &g.ln1b, &g.qkvw, &g.qkvb, &g.attprojw, &g.attprojb, &g.ln2w, &g.ln2b, &g.fcw, &g.fcb,
-                          &g.fcprojw, &g.fcprojb})
-    round((*t)[l]);
 }
 
 DropoutSpec GPT::dropout(const StepContext& ctx, uint32_t layer, RngSite site) const {
@@ -193,28 +181,43 @@ DropoutSpec GPT::dropout(const StepContext& ctx, uint32_t layer, RngSite site) c
   return d;
 }
 
+Tensor GPT::view(int buffer, std::initializer_list<int64_t> dims, TensorFormat format) {
+  GPT_CHECK(buffer >= 0, "activation buffer not planned for this configuration");
+  const Tensor full = acts_arena_.tensor(static_cast<size_t>(buffer));
+  Tensor t(full.data, dims, format.dtype, full.device);
+  GPT_CHECK(t.bytes() <= full.bytes(), "view {} {} does not fit in activation buffer {} of {} bytes", t.shape_string(),
+            dtype_name(t.dtype), acts_arena_.layout().buffer(static_cast<size_t>(buffer)).name, full.bytes());
+  if (format.slot >= 0) t.scaling = fp8_->meta(format.slot);
+  return t;
+}
+
+Tensor GPT::act(ModelTensor t, std::initializer_list<int64_t> dims) {
+  return view(plan_.model_buffer[static_cast<size_t>(t)], dims, precision_.model(t));
+}
+
 GPT::BlockViews GPT::block_views(int l, int B, int T) {
   const int64_t C = config_.n_embd, NH = config_.n_head;
   BlockViews v;
   for (int k = 0; k < kBlockTensors; ++k) {
     const int index = plan_.block_buffer[static_cast<size_t>(l)][k];
     if (index < 0) continue;
-    Tensor full = acts_arena_.tensor(static_cast<size_t>(index));
-    switch (static_cast<BlockTensor>(k)) {
-      case BlockTensor::Qkv: v.t[k] = full.prefix({B, T, 3 * C}); break;
-      case BlockTensor::Fch: case BlockTensor::FchGelu: v.t[k] = full.prefix({B, T, 4 * C}); break;
-      case BlockTensor::Probs: v.t[k] = full.prefix({B, NH, T, T}); break;
+    const auto kind = static_cast<BlockTensor>(k);
+    const TensorFormat f = precision_.block(l, kind);
+    switch (kind) {
+      case BlockTensor::Qkv: v.t[k] = view(index, {B, T, 3 * C}, f); break;
+      case BlockTensor::Fch: case BlockTensor::FchGelu: v.t[k] = view(index, {B, T, 4 * C}, f); break;
+      case BlockTensor::Probs: v.t[k] = view(index, {B, NH, T, T}, f); break;
       case BlockTensor::Ln1Mean: case BlockTensor::Ln1Rstd: case BlockTensor::Ln2Mean: case BlockTensor::Ln2Rstd:
-        v.t[k] = full.prefix({B, T});
+        v.t[k] = view(index, {B, T}, f);
         break;
-      default: v.t[k] = full.prefix({B, T, C});
+      default: v.t[k] = view(index, {B, T, C}, f);
     }
   }
   return v;
 }
 
 Tensor GPT::block_input(int l, int B, int T) {
-  return l == 0 ? act("encoded", {B, T, config_.n_embd}) : block_views(l - 1, B, T)[BlockTensor::Out];
+  return l == 0 ? act(ModelTensor::Encoded, {B, T, config_.n_embd}) : block_views(l - 1, B, T)[BlockTensor::Out];
 }
 
 // out = in W^T + b for W [OC, IC]: 2 * rows * IC * OC FLOPs.
@@ -227,12 +230,14 @@ void GPT::linear(const Tensor& out, const Tensor& in, const Tensor& weight, cons
 void GPT::linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                           const Tensor& in, const Tensor& weight, int layer, Fp8Linear which) {
   Tensor grad = dout;
-  if (layer >= 0 && fp8_block(layer) && fp8_->e5m2_backward()) {
-    grad = acts_arena_.tensor("fp8.output_grad").elements(0, dout.numel()).reshaped({dout.dim(0), dout.dim(1), dout.dim(2)});
-    fp8_->quantize(grad, dout, layer, which, Fp8Operand::OutputGrad);
+  if (layer >= 0) {
+    const TensorFormat f = precision_.output_grad(layer, which);
+    if (f.slot >= 0) {
+      grad = view(plan_.model_buffer[static_cast<size_t>(ModelTensor::Fp8OutputGrad)], {dout.dim(0), dout.dim(1), dout.dim(2)}, f);
+      cast_fp8(grad, dout);
+    }
   }
   backend_.matmul({din, grad, weight, Tensor()});
-  round_to_compute(din);
   backend_.matmul({dweight, grad, in, Tensor(), true, false, 1.0f, 1.0f});
   if (!dbias.empty()) backend_.bias_backward({dbias, dout});
   flops_.backward += 4.0 * static_cast<double>(dout.numel()) * static_cast<double>(weight.dim(1));
@@ -241,34 +246,29 @@ void GPT::linear_backward(const Tensor& din, const Tensor& dweight, const Tensor
 void GPT::block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter) {
   const int64_t C = config_.n_embd;
   const auto ul = static_cast<uint32_t>(l);
-  const ParameterTensors& p = compute_params();
+  const BlockParameters& p = compute_.blocks[static_cast<size_t>(l)];
   BlockViews v = block_views(l, B, T);
   Tensor in = block_input(l, B, T);
-  Tensor branch = act("branch", {B, T, C});
+  Tensor branch = act(ModelTensor::Branch, {B, T, C});
   using K = BlockTensor;
 
-  backend_.layernorm_forward({v[K::Ln1], v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w[l], p.ln1b[l]});
-  store_gemm_input(v[K::Ln1], l, Fp8Linear::Qkv);
-  linear(v[K::Qkv], v[K::Ln1], p.qkvw[l], p.qkvb[l], flop_counter);
-  round_to_compute(v[K::Qkv]);
-  backend_.attention_forward({v[K::Atty], v[K::Probs], v[K::Qkv], config_.n_head, dropout(ctx, ul, RngSite::AttentionProbs)});
-  round_to_compute(v[K::Atty]);
-  if (fp8_block(l)) store_gemm_input(v[K::Atty], l, Fp8Linear::AttnProj);
+  produce(l, K::Ln1, v[K::Ln1], [&](const Tensor& out) {
+    backend_.layernorm_forward({out, v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w, p.ln1b});
+  });
+  linear(v[K::Qkv], v[K::Ln1], p.qkvw, p.qkvb, flop_counter);
+  produce(l, K::Atty, v[K::Atty], [&](const Tensor& out) {
+    backend_.attention_forward({out, v[K::Probs], v[K::Qkv], config_.n_head, dropout(ctx, ul, RngSite::AttentionProbs)});
+  });
   flop_counter += 4.0 * B * static_cast<double>(T) * T * C;
-  linear(branch, v[K::Atty], p.attprojw[l], p.attprojb[l], flop_counter);
-  round_to_compute(branch);
+  linear(branch, v[K::Atty], p.attprojw, p.attprojb, flop_counter);
   backend_.residual_forward({v[K::Residual2], in, branch, dropout(ctx, ul, RngSite::AttentionResidual)});
-  round_to_compute(v[K::Residual2]);
-  backend_.layernorm_forward({v[K::Ln2], v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w[l], p.ln2b[l]});
-  store_gemm_input(v[K::Ln2], l, Fp8Linear::Fc);
-  linear(v[K::Fch], v[K::Ln2], p.fcw[l], p.fcb[l], flop_counter);
-  round_to_compute(v[K::Fch]);
-  backend_.gelu_forward({v[K::FchGelu], v[K::Fch]});
-  store_gemm_input(v[K::FchGelu], l, Fp8Linear::FcProj);
-  linear(branch, v[K::FchGelu], p.fcprojw[l], p.fcprojb[l], flop_counter);
-  round_to_compute(branch);
+  produce(l, K::Ln2, v[K::Ln2], [&](const Tensor& out) {
+    backend_.layernorm_forward({out, v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w, p.ln2b});
+  });
+  linear(v[K::Fch], v[K::Ln2], p.fcw, p.fcb, flop_counter);
+  produce(l, K::FchGelu, v[K::FchGelu], [&](const Tensor& out) { backend_.gelu_forward({out, v[K::Fch]}); });
+  linear(branch, v[K::FchGelu], p.fcprojw, p.fcprojb, flop_counter);
   backend_.residual_forward({v[K::Out], v[K::Residual2], branch, dropout(ctx, ul, RngSite::MlpResidual)});
-  round_to_compute(v[K::Out]);
 }
 
 void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
@@ -281,32 +281,29 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
   GPT_CHECK(dloss == 0.0f || !targets.empty(), "a training forward needs targets");
   const int64_t C = config_.n_embd, Vp = config_.padded_vocab_size();
   if (compute_arena_) refresh_compute_weights();
-  const ParameterTensors& p = compute_params();
+  const ModelParameters& p = compute_;
 
-  Tensor tok = act("tokens", {B, T});
+  Tensor tok = act(ModelTensor::Tokens, {B, T});
   backend_.copy_to_device(tok.data, tokens.data(), tok.bytes());
-  Tensor encoded = act("encoded", {B, T, C});
+  Tensor encoded = act(ModelTensor::Encoded, {B, T, C});
   backend_.embedding_forward({encoded, tok, p.wte, p.wpe, dropout(ctx, 0, RngSite::Embedding)});
-  round_to_compute(encoded);
   for (int l = 0; l < config_.n_layer; ++l) block_forward(l, B, T, ctx, flops_.forward);
   if (fp8_ && !ctx.training) fp8_->discard_step();
-  Tensor lnf = act("lnf", {B, T, C});
-  backend_.layernorm_forward({lnf, act("lnf_mean", {B, T}), act("lnf_rstd", {B, T}),
+  Tensor lnf = act(ModelTensor::Lnf, {B, T, C});
+  backend_.layernorm_forward({lnf, act(ModelTensor::LnfMean, {B, T}), act(ModelTensor::LnfRstd, {B, T}),
                               block_views(config_.n_layer - 1, B, T)[BlockTensor::Out], p.lnfw, p.lnfb});
-  round_to_compute(lnf);
-  Tensor logits = act("logits", {B, T, Vp});
+  Tensor logits = act(ModelTensor::Logits, {B, T, Vp});
   linear(logits, lnf, p.wte, Tensor(), flops_.forward);
-  round_to_compute(logits);
 
   last_B_ = B;
   last_T_ = T;
   last_has_dlogits_ = false;
   if (targets.empty()) return;
-  Tensor tgt = act("targets", {B, T});
+  Tensor tgt = act(ModelTensor::Targets, {B, T});
   backend_.copy_to_device(tgt.data, targets.data(), tgt.bytes());
   CrossEntropyArgs ce;
   const int64_t N = static_cast<int64_t>(B) * T;
-  ce.losses = act("losses", {N});
+  ce.losses = act(ModelTensor::Losses, {N});
   ce.logits = logits.reshaped({N, Vp});
   ce.targets = tgt.reshaped({N});
   ce.vocab_size = config_.vocab_size;
@@ -316,30 +313,23 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
     last_has_dlogits_ = true;
   }
   backend_.cross_entropy(ce);
-  if (last_has_dlogits_) round_to_compute(ce.dlogits);
 }
 
-double GPT::loss_sum() { return host_sum(act("losses", {last_B_, last_T_})); }
+double GPT::loss_sum() { return host_sum(act(ModelTensor::Losses, {last_B_, last_T_})); }
 
 double GPT::host_sum(const Tensor& t) {
   GPT_CHECK(t.bytes() <= host_staging_.size(), "host_sum of {} bytes exceeds the {}-byte staging buffer", t.bytes(),
             host_staging_.size());
   backend_.copy_to_host(host_staging_.data(), t.data, t.bytes());
   double sum = 0.0;
-  if (t.dtype == DType::F64) {
-    const auto* x = reinterpret_cast<const double*>(host_staging_.data());
-    for (int64_t i = 0; i < t.numel(); ++i) sum += x[i];
-  } else {
-    const auto* x = reinterpret_cast<const float*>(host_staging_.data());
-    for (int64_t i = 0; i < t.numel(); ++i) sum += x[i];
-  }
+  for (int64_t i = 0; i < t.numel(); ++i) sum += decode_element(t.dtype, host_staging_.data(), static_cast<size_t>(i));
   return sum;
 }
 
 std::vector<float> GPT::logits_at(int b, int t) {
   GPT_CHECK(!last_has_dlogits_, "logits were overwritten by a training forward");
   GPT_CHECK(b < last_B_ && t < last_T_, "position ({}, {}) outside the last forward's {}x{}", b, t, last_B_, last_T_);
-  Tensor row = act("logits", {last_B_, last_T_, config_.padded_vocab_size()})[b][t].prefix({config_.vocab_size});
+  Tensor row = act(ModelTensor::Logits, {last_B_, last_T_, config_.padded_vocab_size()})[b][t].prefix({config_.vocab_size});
   std::vector<double> values = download(backend_, row);
   return std::vector<float>(values.begin(), values.end());
 }
@@ -350,8 +340,8 @@ std::vector<float> GPT::logits_at(int b, int t) {
 void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
   const int64_t C = config_.n_embd;
   const auto ul = static_cast<uint32_t>(l);
-  const ParameterTensors& p = compute_params();
-  const ParameterTensors& g = grads_;
+  const BlockParameters& p = compute_.blocks[static_cast<size_t>(l)];
+  const BlockParameters& g = grad_blocks_.blocks[static_cast<size_t>(l)];
   const RecomputePolicy& policy = plan_.policy;
   using K = BlockTensor;
   if (policy.full(l)) {
@@ -363,70 +353,63 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
   const bool selective = policy.selective(l);
   BlockViews v = block_views(l, B, T);
   Tensor in = block_input(l, B, T);
-  Tensor dresidual = act("dresidual", {B, T, C}), dbranch = act("dbranch", {B, T, C}), datty = act("datty", {B, T, C});
-  Tensor dqkv = act("dqkv", {B, T, 3 * C}), dfch = act("dfch", {B, T, 4 * C});
+  Tensor dresidual = act(ModelTensor::DResidual, {B, T, C}), dbranch = act(ModelTensor::DBranch, {B, T, C});
+  Tensor datty = act(ModelTensor::DAtty, {B, T, C});
+  Tensor dqkv = act(ModelTensor::DQkv, {B, T, 3 * C}), dfch = act(ModelTensor::DFch, {B, T, 4 * C});
 
   backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::MlpResidual)});
-  round_to_compute(dbranch);
-  if (selective && policy.gelu) {
-    backend_.gelu_forward({v[K::FchGelu], v[K::Fch]});
-    store_gemm_input(v[K::FchGelu], l, Fp8Linear::FcProj);
-  }
-  linear_backward(dfch, g.fcprojw[l], g.fcprojb[l], dbranch, v[K::FchGelu], p.fcprojw[l], l, Fp8Linear::FcProj);
+  if (selective && policy.gelu)
+    produce(l, K::FchGelu, v[K::FchGelu], [&](const Tensor& out) { backend_.gelu_forward({out, v[K::Fch]}); });
+  linear_backward(dfch, g.fcprojw, g.fcprojb, dbranch, v[K::FchGelu], p.fcprojw, l, Fp8Linear::FcProj);
   backend_.gelu_backward({dfch, dfch, v[K::Fch]});
-  round_to_compute(dfch);
   if (selective && policy.layernorm) {
-    backend_.layernorm_forward({v[K::Ln2], v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w[l], p.ln2b[l]});
-    store_gemm_input(v[K::Ln2], l, Fp8Linear::Fc);
+    produce(l, K::Ln2, v[K::Ln2], [&](const Tensor& out) {
+      backend_.layernorm_forward({out, v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w, p.ln2b});
+    });
   }
-  linear_backward(dbranch, g.fcw[l], g.fcb[l], dfch, v[K::Ln2], p.fcw[l], l, Fp8Linear::Fc);
-  backend_.layernorm_backward({dresidual, g.ln2w[l], g.ln2b[l], dbranch, v[K::Residual2], p.ln2w[l], v[K::Ln2Mean],
+  linear_backward(dbranch, g.fcw, g.fcb, dfch, v[K::Ln2], p.fcw, l, Fp8Linear::Fc);
+  backend_.layernorm_backward({dresidual, g.ln2w, g.ln2b, dbranch, v[K::Residual2], p.ln2w, v[K::Ln2Mean],
                                v[K::Ln2Rstd]});
-  round_to_compute(dresidual);
 
   backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::AttentionResidual)});
-  round_to_compute(dbranch);
-  linear_backward(datty, g.attprojw[l], g.attprojb[l], dbranch, v[K::Atty], p.attprojw[l], l, Fp8Linear::AttnProj);
+  linear_backward(datty, g.attprojw, g.attprojb, dbranch, v[K::Atty], p.attprojw, l, Fp8Linear::AttnProj);
   if (selective && policy.attention) {
-    backend_.attention_forward({v[K::Atty], v[K::Probs], v[K::Qkv], config_.n_head, dropout(ctx, ul, RngSite::AttentionProbs)});
-    round_to_compute(v[K::Atty]);
+    // Only the probabilities are rebuilt; the output, which atty already holds, goes to scratch.
+    backend_.attention_forward({act(ModelTensor::Branch, {B, T, C}), v[K::Probs], v[K::Qkv], config_.n_head,
+                                dropout(ctx, ul, RngSite::AttentionProbs)});
     flops_.recompute += 4.0 * B * static_cast<double>(T) * T * C;
   }
-  Tensor dprobs = v[K::Probs].empty() ? Tensor() : act("dprobs", {B, config_.n_head, T, T});
+  Tensor dprobs = v[K::Probs].empty() ? Tensor() : act(ModelTensor::DProbs, {B, config_.n_head, T, T});
   backend_.attention_backward({dqkv, dprobs, datty, v[K::Qkv], v[K::Probs], config_.n_head,
                                dropout(ctx, ul, RngSite::AttentionProbs)});
-  round_to_compute(dqkv);
   flops_.backward += 8.0 * B * static_cast<double>(T) * T * C;
   if (selective && policy.layernorm) {
-    backend_.layernorm_forward({v[K::Ln1], v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w[l], p.ln1b[l]});
-    store_gemm_input(v[K::Ln1], l, Fp8Linear::Qkv);
+    produce(l, K::Ln1, v[K::Ln1], [&](const Tensor& out) {
+      backend_.layernorm_forward({out, v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w, p.ln1b});
+    });
   }
-  linear_backward(dbranch, g.qkvw[l], g.qkvb[l], dqkv, v[K::Ln1], p.qkvw[l], l, Fp8Linear::Qkv);
-  backend_.layernorm_backward({dresidual, g.ln1w[l], g.ln1b[l], dbranch, in, p.ln1w[l], v[K::Ln1Mean], v[K::Ln1Rstd]});
-  round_to_compute(dresidual);
+  linear_backward(dbranch, g.qkvw, g.qkvb, dqkv, v[K::Ln1], p.qkvw, l, Fp8Linear::Qkv);
+  backend_.layernorm_backward({dresidual, g.ln1w, g.ln1b, dbranch, in, p.ln1w, v[K::Ln1Mean], v[K::Ln1Rstd]});
 }
 
 void GPT::backward(const StepContext& ctx, const std::function<void(int block)>& on_gradients_ready) {
   GPT_CHECK(last_has_dlogits_, "backward needs a preceding training forward (with targets and dloss > 0)");
   const int B = last_B_, T = last_T_;
   const int64_t C = config_.n_embd, Vp = config_.padded_vocab_size();
-  const ParameterTensors& p = compute_params();
-  const ParameterTensors& g = grads_;
-  Tensor dresidual = act("dresidual", {B, T, C}), dbranch = act("dbranch", {B, T, C});
+  const ModelParameters& p = compute_;
+  const ModelParameters& g = grad_blocks_;
+  Tensor dresidual = act(ModelTensor::DResidual, {B, T, C}), dbranch = act(ModelTensor::DBranch, {B, T, C});
 
   // LM head, tied to wte: logits = lnf wte^T.
-  linear_backward(dbranch, g.wte, Tensor(), act("logits", {B, T, Vp}), act("lnf", {B, T, C}), p.wte);
+  linear_backward(dbranch, g.wte, Tensor(), act(ModelTensor::Logits, {B, T, Vp}), act(ModelTensor::Lnf, {B, T, C}), p.wte);
   backend_.fill({dresidual, 0.0f});
   backend_.layernorm_backward({dresidual, g.lnfw, g.lnfb, dbranch, block_views(config_.n_layer - 1, B, T)[BlockTensor::Out],
-                               p.lnfw, act("lnf_mean", {B, T}), act("lnf_rstd", {B, T})});
-  round_to_compute(dresidual);
+                               p.lnfw, act(ModelTensor::LnfMean, {B, T}), act(ModelTensor::LnfRstd, {B, T})});
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     block_backward(l, B, T, ctx);
-    round_gradients(l);
     if (on_gradients_ready) on_gradients_ready(l);
   }
-  backend_.embedding_backward({g.wte, g.wpe, dresidual, act("tokens", {B, T}), dropout(ctx, 0, RngSite::Embedding)});
-  round_gradients(-1);
+  backend_.embedding_backward({g.wte, g.wpe, dresidual, act(ModelTensor::Tokens, {B, T}), dropout(ctx, 0, RngSite::Embedding)});
   if (on_gradients_ready) on_gradients_ready(-1);
 }
 
@@ -434,11 +417,12 @@ void GPT::zero_grads() { backend_.fill({gradients_flat(), 0.0f}); }
 
 Tensor GPT::gradients_flat() {
   const size_t bytes = grads_arena_.layout().total_bytes();
-  return Tensor(grads_arena_.base(), {static_cast<int64_t>(bytes / dtype_size(dtype_))}, dtype_, backend_.device());
+  const DType dtype = precision_.gradient();
+  return Tensor(grads_arena_.base(), {static_cast<int64_t>(bytes / dtype_size(dtype))}, dtype, backend_.device());
 }
 
 double GPT::gradient_norm_squared() {
-  Tensor out = act("sum_squares", {1});
+  Tensor out = act(ModelTensor::SumSquares, {1});
   backend_.sum_of_squares({out, gradients_flat()});
   return host_sum(out);
 }

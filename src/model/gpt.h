@@ -7,8 +7,9 @@
 #include "config/config.h"
 #include "core/arena.h"
 #include "memory/activation_plan.h"
-#include "model/fp8_gemms.h"
 #include "model/parameters.h"
+#include "precision/fp8_state.h"
+#include "precision/precision_layout.h"
 #include "precision/recipe.h"
 
 #include <cstddef>
@@ -55,29 +56,29 @@ class GPT {
   Arena& parameter_arena() { return params_arena_; }
   Arena& gradient_arena() { return grads_arena_; }
   Arena& activation_arena() { return acts_arena_; }
+  // The compute copy of the weights; null in fp32.
+  Arena* compute_weight_arena() { return compute_arena_.get(); }
   const ActivationPlan& activation_plan() const { return plan_; }
   const FlopCounts& flops() const { return flops_; }
   void reset_flops() { flops_ = {}; }
   const ParameterTensors& params() const { return params_; }
   const ParameterTensors& grads() const { return grads_; }
 
-  // Mixed-precision emulation (precision.recipe): with compute BF16 or F16, every forward first refreshes
-  // a compute copy of the weights, quantize_roundtrip(master), in a second parameter arena, and every
-  // activation and activation gradient the GPU would store in that format is rounded to it after the op
-  // that produces it; LayerNorm statistics, softmax probabilities, the losses and the parameter gradients
-  // stay FP32. Storage stays F32 (dtype()), so the values are exactly the GPU's, not their size.
-  // fp8 (compute BF16): in every block outside precision.fp8.bf16_layers, the four linear layers'
-  // weights are cast from the masters to E4M3 in the compute copy, their inputs are stored as E4M3 (the
-  // cast fused into the LayerNorm or GELU that produces them, after the attention output's BF16), and
-  // with backward e5m2 their output gradients are cast to E5M2 for both backward products (the bias
-  // gradient reads the BF16 gradient). Each cast uses its tensor's scale in fp8() and records its amax.
-  // grad_dtype BF16/F16: each parameter gradient is rounded to it once its backward has added to it,
-  // as a gradient buffer in that format between micro-batches would hold it.
-  DType compute_dtype() const { return compute_dtype_; }
-  const PrecisionRecipe& precision() const { return precision_; }
+  // Mixed precision (precision.recipe): every tensor is stored in the format the precision layout gives it
+  // (precision/precision_layout.h) and each op stores its output in its output's format, so the model has
+  // one code path for every recipe. With a compute dtype other than the masters', every forward first
+  // casts the FP32 masters into a compute copy (BF16/F16; E4M3 with its scale for an FP8 block's linear
+  // weights). fp8: an FP8 block's linear inputs are stored as E4M3 by the op that produces them (after a
+  // BF16 attention output; under current scaling after an FP32 source whose amax sets the scale), and with
+  // backward e5m2 each output gradient is cast to E5M2 for both backward products (the bias gradient
+  // reads the BF16 gradient). Parameter gradients accumulate in precision.grad_dtype.
+  DType compute_dtype() const { return precision_.compute(); }
+  const PrecisionRecipe& precision() const { return precision_.recipe(); }
+  const PrecisionLayout& precision_layout() const { return precision_; }
   // The FP8 scaling state; null unless the recipe is fp8.
-  Fp8Gemms* fp8() { return fp8_.get(); }
-  const ParameterTensors& compute_params() const { return compute_arena_ ? compute_params_ : params_; }
+  Fp8State* fp8() { return fp8_.get(); }
+  // The weights the products multiply: the compute copy, or the masters in fp32.
+  const ModelParameters& compute_params() const { return compute_; }
 
   // GPT-2 initialisation: N(0, init_std), residual projections N(0, init_std/sqrt(2L)), biases 0,
   // LayerNorm gains 1; padded vocabulary rows 0.
@@ -106,31 +107,33 @@ class GPT {
   double gradient_norm_squared();
 
  private:
-  // Views of block l's activations for a B x T micro-batch, and of its input.
+  // Views of block l's activations for a B x T micro-batch, each in its format, and of its input.
   struct BlockViews {
     Tensor t[kBlockTensors];
     const Tensor& operator[](BlockTensor k) const { return t[static_cast<int>(k)]; }
   };
   BlockViews block_views(int l, int B, int T);
   Tensor block_input(int l, int B, int T);
-  Tensor act(const char* name, std::initializer_list<int64_t> dims) { return acts_arena_.tensor(name).prefix(dims); }
+  // An activation buffer outside the blocks, seen with `dims`.
+  Tensor act(ModelTensor t, std::initializer_list<int64_t> dims);
+  Tensor view(int buffer, std::initializer_list<int64_t> dims, TensorFormat format);
   void block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter);
   void block_backward(int l, int B, int T, const StepContext& ctx);
   void linear(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, double& flop_counter);
-  // FP8 layers (fp8_ and a block that uses it): the output gradient's E5M2 cast when the backward is e5m2.
+  // din = dout W, dW += dout^T in, db += sums of dout. In an FP8 block with backward e5m2 both products read
+  // dout's E5M2 copy (`which` names the layer's scaling slot).
   void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                        const Tensor& in, const Tensor& weight, int layer = -1, Fp8Linear which = Fp8Linear::Count);
-  // Stores x, the input of block l's linear layer `which`, in the format that layer multiplies: E4M3
-  // in an FP8 block, else the compute dtype.
-  void store_gemm_input(const Tensor& x, int l, Fp8Linear which);
-  bool fp8_block(int l) const { return fp8_ && fp8_->layer_uses_fp8(l); }
-  // The compute copy of the weights from the masters, FP8 weights cast with their scales.
+  // Runs `produce` into block l's tensor t, or, where the layout's source format is wider than t's FP8
+  // format, into a staging buffer in that format, which is then cast into t (under current scaling after
+  // its amax has set t's scale). Every other store is fused into the producing op.
+  template <class Produce>
+  void produce(int l, BlockTensor t, const Tensor& dst, Produce&& op);
+  // Casts src into the FP8 tensor dst through its scaling slot, scaling it first under current scaling.
+  void cast_fp8(const Tensor& dst, const Tensor& src);
+  // The compute copy of the weights from the masters.
   void refresh_compute_weights();
-  // Rounds the parameter gradients of block l (-1: the embeddings and final LayerNorm) to grad_dtype.
-  void round_gradients(int l);
   DropoutSpec dropout(const StepContext& ctx, uint32_t layer, RngSite site) const;
-  // Rounds t in place to the compute dtype (nothing in FP32).
-  void round_to_compute(const Tensor& t);
   // Sum of t's elements in double, read back through host_staging_: no allocation in the step.
   double host_sum(const Tensor& t);
 
@@ -138,15 +141,15 @@ class GPT {
   Backend& backend_;
   DType dtype_;
   int max_batch_, max_seq_;
-  ParameterLayout layout_;
+  PrecisionLayout precision_;
+  ParameterLayout layout_, grads_layout_;
   ActivationPlan plan_;
   Arena params_arena_, grads_arena_, acts_arena_;
   ParameterTensors params_, grads_;
-  PrecisionRecipe precision_;
-  DType compute_dtype_ = DType::F32;
-  std::unique_ptr<Arena> compute_arena_;  // the compute copy of the weights; null in FP32
-  std::unique_ptr<Fp8Gemms> fp8_;
-  ParameterTensors compute_params_;
+  ModelParameters masters_, grad_blocks_;  // params_ and grads_ per block
+  std::unique_ptr<Arena> compute_arena_;  // the compute copy of the weights; null in fp32
+  ModelParameters compute_;               // the compute copy, or the masters per block
+  std::unique_ptr<Fp8State> fp8_;
   FlopCounts flops_;
   int last_B_ = 0, last_T_ = 0;
   bool last_has_dlogits_ = false;

@@ -28,6 +28,68 @@ ParameterLayout::ParameterLayout(const ModelConfig& m, DType dtype) : layout_("p
   add("lnfb", ParamKind::LayerNorm, {C});
 }
 
+bool outside_blocks(const std::string& name) {
+  return name == "wte" || name == "wpe" || name == "lnfw" || name == "lnfb";
+}
+
+namespace {
+
+// The per-block members in layout order (after wte and wpe; lnfw and lnfb close the layout).
+constexpr Tensor BlockParameters::* kBlockMembers[] = {
+    &BlockParameters::ln1w, &BlockParameters::ln1b, &BlockParameters::qkvw,     &BlockParameters::qkvb,
+    &BlockParameters::attprojw, &BlockParameters::attprojb, &BlockParameters::ln2w, &BlockParameters::ln2b,
+    &BlockParameters::fcw,  &BlockParameters::fcb,  &BlockParameters::fcprojw,  &BlockParameters::fcprojb};
+
+}  // namespace
+
+ModelParameters ParameterLayout::model_views(Arena& arena, int n_layer) const {
+  const ParameterTensors p = views(arena);
+  ModelParameters m{p.wte, p.wpe, p.lnfw, p.lnfb, {}};
+  const Tensor ParameterTensors::* whole[] = {&ParameterTensors::ln1w, &ParameterTensors::ln1b, &ParameterTensors::qkvw,
+                                              &ParameterTensors::qkvb, &ParameterTensors::attprojw,
+                                              &ParameterTensors::attprojb, &ParameterTensors::ln2w,
+                                              &ParameterTensors::ln2b, &ParameterTensors::fcw, &ParameterTensors::fcb,
+                                              &ParameterTensors::fcprojw, &ParameterTensors::fcprojb};
+  m.blocks.resize(static_cast<size_t>(n_layer));
+  for (int l = 0; l < n_layer; ++l)
+    for (size_t k = 0; k < std::size(kBlockMembers); ++k) m.blocks[l].*kBlockMembers[k] = (p.*whole[k])[l];
+  return m;
+}
+
+ArenaLayout compute_weights_layout(const ParameterLayout& masters, const PrecisionLayout& precision) {
+  ArenaLayout layout("compute_weights");
+  const ArenaLayout& m = masters.arena_layout();
+  const int L = precision.n_layer();
+  for (size_t i = 0; i < m.buffers().size(); ++i) {
+    const ArenaBuffer& b = m.buffer(i);
+    if (!outside_blocks(b.name)) continue;
+    layout.add(b.name, std::span<const int64_t>(b.shape.data(), static_cast<size_t>(b.ndim)),
+               precision.compute_weight(b.name, 0).dtype);
+  }
+  for (int l = 0; l < L; ++l) {
+    for (size_t i = 0; i < m.buffers().size(); ++i) {
+      const ArenaBuffer& b = m.buffer(i);
+      if (outside_blocks(b.name)) continue;
+      layout.add(b.name + "." + std::to_string(l), std::span<const int64_t>(b.shape.data() + 1, static_cast<size_t>(b.ndim - 1)),
+                 precision.compute_weight(b.name, l).dtype);
+    }
+  }
+  return layout;
+}
+
+ModelParameters compute_weight_views(Arena& arena, int n_layer) {
+  ModelParameters m;
+  m.wte = arena.tensor("wte");
+  m.wpe = arena.tensor("wpe");
+  m.lnfw = arena.tensor("lnfw");
+  m.lnfb = arena.tensor("lnfb");
+  m.blocks.resize(static_cast<size_t>(n_layer));
+  size_t index = 4;
+  for (int l = 0; l < n_layer; ++l)
+    for (Tensor BlockParameters::* member : kBlockMembers) m.blocks[l].*member = arena.tensor(index++);
+  return m;
+}
+
 ParameterTensors ParameterLayout::views(Arena& arena) const {
   size_t i = 0;
   ParameterTensors p;

@@ -7,6 +7,7 @@
 
 #include "config/config.h"
 #include "core/arena.h"
+#include "precision/precision_layout.h"
 
 #include <string>
 #include <vector>
@@ -27,6 +28,21 @@ struct ParameterTensors {
   Tensor wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb, lnfw, lnfb;
 };
 
+// One block's slice of every per-block parameter tensor.
+struct BlockParameters {
+  Tensor ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+};
+
+// The model's parameters as the forward and backward use them: the tensors outside the blocks, and per
+// block its own tensors. Views of the masters, of the gradients or of the compute copy of the weights.
+struct ModelParameters {
+  Tensor wte, wpe, lnfw, lnfb;
+  std::vector<BlockParameters> blocks;
+};
+
+// Whether parameter `name` is one tensor for the whole model (not one slice per block).
+bool outside_blocks(const std::string& name);
+
 class ParameterLayout {
  public:
   ParameterLayout(const ModelConfig& model, DType dtype);
@@ -36,11 +52,20 @@ class ParameterLayout {
   int64_t num_parameters() const { return num_parameters_; }
   // Views of every parameter tensor inside an arena built from this layout.
   ParameterTensors views(Arena& arena) const;
+  // The same tensors per block.
+  ModelParameters model_views(Arena& arena, int n_layer) const;
 
  private:
   ArenaLayout layout_;
   std::vector<ParamSpec> specs_;
   int64_t num_parameters_ = 0;
 };
+
+// The compute copy of the weights: each tensor outside the blocks, then every per-block tensor once per
+// block, each in the format the precision layout gives it (E4M3 for an FP8 block's linear weights), so
+// the arena holds each at its size.
+ArenaLayout compute_weights_layout(const ParameterLayout& masters, const PrecisionLayout& precision);
+// Views of an arena with that layout.
+ModelParameters compute_weight_views(Arena& arena, int n_layer);
 
 }  // namespace gpt

@@ -243,4 +243,41 @@ constexpr bool is_narrow_float(DType t) {
   return t == DType::BF16 || t == DType::F16 || t == DType::E4M3 || t == DType::E5M2;
 }
 
+// One switch from a narrow float dtype to its format traits, for templates over the format; false (and no
+// call) for any other dtype.
+template <class Fn>
+bool visit_float_format(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::BF16: fn(Bf16Format{}); return true;
+    case DType::F16: fn(F16Format{}); return true;
+    case DType::E4M3: fn(E4m3Format{}); return true;
+    case DType::E5M2: fn(E5m2Format{}); return true;
+    default: return false;
+  }
+}
+
+// The exact value of element i of a host buffer of dtype t (F32, F64, BF16, F16, E4M3, E5M2; NaN for any
+// other dtype), unscaled: host code's one way to read a float tensor of any format.
+inline double decode_element(DType t, const void* data, size_t i) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  if (t == DType::F32) {
+    float v;
+    std::memcpy(&v, bytes + 4 * i, sizeof v);
+    return v;
+  }
+  if (t == DType::F64) {
+    double v;
+    std::memcpy(&v, bytes + 8 * i, sizeof v);
+    return v;
+  }
+  double value = __builtin_nan("");
+  visit_float_format(t, [&](auto format) {
+    using Fmt = decltype(format);
+    typename Fmt::Storage code;
+    std::memcpy(&code, bytes + sizeof(code) * i, sizeof code);
+    value = Fmt::decode(code);
+  });
+  return value;
+}
+
 }  // namespace gpt

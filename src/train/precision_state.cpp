@@ -32,7 +32,7 @@ T parse_value(const CheckpointState& state, const char* key, const std::string& 
 
 }  // namespace
 
-void save_precision_state(CheckpointState& state, const LossScaler* scaler, const Fp8Gemms* fp8) {
+void save_precision_state(CheckpointState& state, const LossScaler* scaler, const Fp8State* fp8) {
   if (scaler) {
     const LossScalerState& s = scaler->state();
     // fmt's shortest representation reads back to the same float.
@@ -47,7 +47,7 @@ void save_precision_state(CheckpointState& state, const LossScaler* scaler, cons
   }
 }
 
-void restore_precision_state(const CheckpointState& state, const std::string& dir, LossScaler* scaler, Fp8Gemms* fp8) {
+void restore_precision_state(const CheckpointState& state, const std::string& dir, LossScaler* scaler, Fp8State* fp8) {
   if (scaler) {
     if (state.values.count(kScale) == 0) {
       spdlog::warn("checkpoint '{}' has no loss-scaler state (written under another recipe); the scale starts at {:g}",
@@ -74,7 +74,7 @@ void restore_precision_state(const CheckpointState& state, const std::string& di
     }
     const std::string& blob = it->second;
     try {
-      fp8->table().deserialize({reinterpret_cast<const uint8_t*>(blob.data()), blob.size()});
+      fp8->load({reinterpret_cast<const uint8_t*>(blob.data()), blob.size()});
     } catch (const Error& e) {
       GPT_FAIL("checkpoint '{}': blob.{}: {}", dir, kFp8Blob, e.what());
     }

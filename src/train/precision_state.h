@@ -4,7 +4,7 @@
 #pragma once
 
 #include "io/checkpoint.h"
-#include "model/fp8_gemms.h"
+#include "precision/fp8_state.h"
 #include "precision/loss_scaler.h"
 
 #include <string>
@@ -12,9 +12,9 @@
 namespace gpt {
 
 // Adds the state of what is present (either may be null).
-void save_precision_state(CheckpointState& state, const LossScaler* scaler, const Fp8Gemms* fp8);
+void save_precision_state(CheckpointState& state, const LossScaler* scaler, const Fp8State* fp8);
 // Restores it. A checkpoint without that state (written under another recipe) leaves the scaler or table
 // as it starts and logs that it does; malformed state throws naming the checkpoint directory.
-void restore_precision_state(const CheckpointState& state, const std::string& dir, LossScaler* scaler, Fp8Gemms* fp8);
+void restore_precision_state(const CheckpointState& state, const std::string& dir, LossScaler* scaler, Fp8State* fp8);
 
 }  // namespace gpt

@@ -254,11 +254,6 @@ void Trainer::log_start() const {
                format_bytes(ledger.total()), format_bytes(ledger.parameters + ledger.compute_weights),
                format_bytes(ledger.gradients), format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
                config_.precision.recipe, model_->activation_plan().policy.describe());
-  if (recipe_.compute_dtype() != DType::F32)
-    spdlog::debug("precision {}: the ledger gives the GPU layout ({} activations and weight copy); the CPU backend "
-                  "emulates the rounding in F32 storage and holds {} of activations",
-                  config_.precision.recipe, dtype_name(recipe_.compute_dtype()),
-                  format_bytes(model_->activation_plan().total_bytes()));
   spdlog::info("run directory: {} (config.yaml, ledger.txt, metrics.jsonl, checkpoints/)", config_.log.run_dir);
 }
 
@@ -300,7 +295,7 @@ StepResult Trainer::train_step(std::span<const int32_t> inputs, std::span<const 
   }
   dp_->all_reduce({&loss_sum, 1});
   r.loss = loss_sum / static_cast<double>(r.target_tokens);
-  if (Fp8Gemms* fp8 = model_->fp8()) {
+  if (Fp8State* fp8 = model_->fp8()) {
     // Every rank takes the next step's scales from the same amaxes, the max over the ranks, so the ranks
     // cast alike and 2 ranks train as 1 rank accumulating.
     const std::span<float> amaxes = fp8->finish_step(r.fp8);

@@ -9,7 +9,7 @@
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
 #include "model/gpt.h"
-#include "model/fp8_gemms.h"
+#include "precision/fp8_state.h"
 #include "optim/adamw.h"
 #include "precision/recipe.h"
 #include "train/contention.h"

@@ -28,7 +28,7 @@ class RecordingBackend final : public Backend {
 
   std::string name() const override { return "recording"; }
   Device device() const override { return Device::CPU; }
-  bool attention_keeps_probs() const override { return false; }
+  BackendCapabilities capabilities() const override { return {false, false}; }
   void* allocate(size_t bytes) override { return std::malloc(bytes); }
   void deallocate(void* ptr) override { std::free(ptr); }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
@@ -62,6 +62,7 @@ class RecordingBackend final : public Backend {
   void cast(const CastArgs& a) override { record("cast", a.out.data); }
   void amax(const AmaxArgs& a) override { record("amax", a.out.data); }
   void quantize_roundtrip(const QuantizeRoundtripArgs& a) override { record("quantize_roundtrip", a.out.data); }
+  void fp8_current_scale(const Fp8CurrentScaleArgs& a) override { record("fp8_current_scale", a.in.data); }
 
  private:
   void record(const char* op, const void* out) {
@@ -76,6 +77,7 @@ TEST(ProfilingBackend, ForwardsEveryOpOnceBetweenSynchronizes) {
   EXPECT_EQ(prof.name(), "recording");
   EXPECT_EQ(prof.device(), Device::CPU);
   EXPECT_FALSE(prof.attention_keeps_probs());
+  EXPECT_FALSE(prof.stores_low_precision());  // forwarded whole, not one capability at a time
 
   float storage[8] = {};
   const Tensor t(storage, {2, 4});
@@ -112,6 +114,9 @@ TEST(ProfilingBackend, ForwardsEveryOpOnceBetweenSynchronizes) {
   QuantizeRoundtripArgs q;
   q.out = t;
   prof.quantize_roundtrip(q);
+  Fp8CurrentScaleArgs scale;
+  scale.in = t;
+  prof.fp8_current_scale(scale);
   prof.copy_to_device(storage, host, sizeof(host));
   prof.copy_to_host(host, storage, sizeof(host));
 

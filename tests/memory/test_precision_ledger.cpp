@@ -1,8 +1,11 @@
-// What each precision recipe takes, by the ledger: the GPU's layout (16-bit activations and weight
-// copy; FP8 inputs and weights at 1 byte), against byte counts worked out by hand.
+// What each precision recipe takes, by the ledger (16-bit activations and weight copy; FP8 inputs and
+// weights at 1 byte), against byte counts worked out by hand, and against what the CPU backend allocates,
+// which stores every tensor at the size of its format.
 #include "memory/ledger.h"
 #include "memory/planner.h"
+#include "model/gpt.h"
 #include "model/parameters.h"
+#include "cpu/cpu_backend.h"
 
 #include "test_util.h"
 
@@ -53,6 +56,42 @@ TEST(PrecisionLedger, LowPrecisionGradientsHalveTheGradients) {
   EXPECT_EQ(bf16.gradients, ParameterLayout(c.model, DType::BF16).arena_layout().total_bytes());
   EXPECT_LT(bf16.gradients, f32.gradients * 51 / 100);
   EXPECT_EQ(bf16.total() + (f32.gradients - bf16.gradients), f32.total());
+}
+
+// The model's arenas on the CPU are the ledger's rows, byte for byte, for every recipe; bf16 block
+// outputs take half of fp32's.
+TEST(PrecisionLedger, TheCpuAllocatesWhatTheLedgerPlans) {
+  cpu::CpuBackend backend(1);
+  MemoryLedger fp32_ledger;
+  for (const char* variant : {"fp32", "bf16", "fp16", "fp8", "fp8-e5m2-current", "bf16-grads"}) {
+    SCOPED_TRACE(variant);
+    const std::string name = variant;
+    Config c = ledger_config(name.starts_with("fp8") ? "fp8" : name == "bf16-grads" ? "bf16" : name);
+    if (name == "fp8-e5m2-current") {
+      c.precision.fp8_backward = "e5m2";
+      c.precision.fp8_scaling = "current";
+      c.precision.fp8_bf16_layers = 1;
+    }
+    if (name == "bf16-grads") c.precision.grad_dtype = "bf16";
+    const RecomputePolicy policy = resolve_recompute(c.recompute, c.model.n_layer);
+    const MemoryLedger planned = ledger(c);
+    GPT model(c.model, c.train.batch_size, c.train.seq_len, backend, DType::F32, policy, precision_recipe(c.precision));
+    EXPECT_EQ(model.activation_arena().layout().total_bytes(), planned.activations());
+    EXPECT_EQ(model.gradient_arena().layout().total_bytes(), planned.gradients);
+    EXPECT_EQ(model.parameter_arena().layout().total_bytes(), planned.parameters);
+    if (name == "fp32") {
+      EXPECT_EQ(planned.compute_weights, 0u);
+      fp32_ledger = planned;
+      EXPECT_EQ(model.compute_weight_arena(), nullptr);
+    } else {
+      ASSERT_NE(model.compute_weight_arena(), nullptr);
+      EXPECT_EQ(model.compute_weight_arena()->layout().total_bytes(), planned.compute_weights);
+      EXPECT_LE(planned.compute_weights, planned.parameters / 2 + 256 * 4 * c.model.n_layer * 12);
+    }
+    if (name == "bf16")
+      EXPECT_EQ(2 * planned.activation[static_cast<int>(ActivationUse::BlockInput)],
+                fp32_ledger.activation[static_cast<int>(ActivationUse::BlockInput)]);
+  }
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ RunResult train_five_steps(const RecomputePolicy& policy, const PrecisionRecipe&
       loss += model.loss_sum();
       model.backward(ctx);
     }
-    if (Fp8Gemms* fp8 = model.fp8()) {
+    if (Fp8State* fp8 = model.fp8()) {
       Fp8StepStats stats;
       fp8->update_scales(fp8->finish_step(stats));
     }
@@ -195,12 +195,13 @@ TEST(Recompute, CountedFlopsMatchThePlan) {
 TEST(Recompute, FullEveryKFollowsKPlusLOverK) {
   const int L = 16;
   ModelConfig m = tiny_model(64, L, 32, 4, 32);
-  const ActivationShape shape{2, 32, DType::F32, true};
+  const PrecisionLayout fp32({}, L);
   const uint64_t block_input = ArenaLayout::aligned(2 * 32 * 32 * 4);
-  const uint64_t k1 = plan_activations(m, shape, policy_from("full", {}, "1", "all", L)).total_bytes();
+  const uint64_t k1 = plan_activations(m, fp32, {2, 32}, true, policy_from("full", {}, "1", "all", L)).total_bytes();
   std::vector<uint64_t> bytes;
   for (int k = 1; k <= L; ++k) {
-    const uint64_t total = plan_activations(m, shape, policy_from("full", {}, std::to_string(k), "all", L)).total_bytes();
+    const uint64_t total =
+        plan_activations(m, fp32, {2, 32}, true, policy_from("full", {}, std::to_string(k), "all", L)).total_bytes();
     const int64_t units = (L + k - 1) / k + (k - 1) - L;  // relative to k = 1, which keeps L inputs
     EXPECT_EQ(static_cast<int64_t>(total) - static_cast<int64_t>(k1), units * static_cast<int64_t>(block_input)) << "k=" << k;
     bytes.push_back(total);
@@ -216,7 +217,7 @@ TEST(Recompute, FullEveryKFollowsKPlusLOverK) {
 TEST(Recompute, BlockFormulaMatchesThePlanAndThePaper) {
   const double s = 32, b = 2, h = 48, a = 4;
   ModelConfig m = tiny_model(64, 3, 48, 4, 32);
-  const ActivationPlan plan = plan_activations(m, {2, 32, DType::F32, true}, policy_from("none", {}, "1", "all", 3));
+  const ActivationPlan plan = plan_activations(m, PrecisionLayout({}, 3), {2, 32}, true, policy_from("none", {}, "1", "all", 3));
   uint64_t block1 = 0;
   for (int k = 0; k < kBlockTensors; ++k) block1 += plan.layout.buffer(static_cast<size_t>(plan.block_buffer[1][k])).bytes;
   ActivationFormula ours{4, 4, 0, false};
@@ -225,7 +226,10 @@ TEST(Recompute, BlockFormulaMatchesThePlanAndThePaper) {
   ActivationFormula paper{2, 0, 1, true};
   EXPECT_DOUBLE_EQ(block_activation_bytes(paper, s, b, h, a), s * b * h * (34 + 5 * a * s / h));
 
-  const ActivationPlan full16 = plan_activations(m, {2, 32, DType::BF16, true}, policy_from("full", {}, "1", "all", 3));
+  PrecisionRecipe bf16;
+  bf16.recipe = RecipeKind::Bf16;
+  const ActivationPlan full16 =
+      plan_activations(m, PrecisionLayout(bf16, 3), {2, 32}, true, policy_from("full", {}, "1", "all", 3));
   for (int l = 0; l < 3; ++l)
     EXPECT_EQ(full16.layout.buffer(static_cast<size_t>(full16.block_buffer[l][static_cast<int>(BlockTensor::Out)])).bytes,
               2 * s * b * h);
@@ -235,10 +239,11 @@ TEST(Recompute, FusedAttentionMakesSelectiveAttentionFree) {
   ModelConfig m = tiny_model(64, 3, 48, 4, 32);
   const auto none = policy_from("none", {}, "1", "all", 3);
   const auto attention = policy_from("selective", {"attention"}, "1", "all", 3);
-  const ActivationShape fused{2, 32, DType::F32, false};
-  EXPECT_EQ(plan_activations(m, fused, none).total_bytes(), plan_activations(m, fused, attention).total_bytes());
-  const ActivationShape materialised{2, 32, DType::F32, true};
-  EXPECT_GT(plan_activations(m, materialised, none).total_bytes(), plan_activations(m, materialised, attention).total_bytes());
+  const PrecisionLayout fp32({}, 3);
+  EXPECT_EQ(plan_activations(m, fp32, {2, 32}, false, none).total_bytes(),
+            plan_activations(m, fp32, {2, 32}, false, attention).total_bytes());
+  EXPECT_GT(plan_activations(m, fp32, {2, 32}, true, none).total_bytes(),
+            plan_activations(m, fp32, {2, 32}, true, attention).total_bytes());
 }
 
 TEST(MemoryPlanner, PicksAPlanThatFitsInTheDocumentedOrder) {

@@ -252,7 +252,11 @@ TEST(CpuCast, RejectsBadArguments) {
   std::vector<int32_t> counts(2);
   std::vector<float> wrong_counts(2);
   Tensor e4m3(a.data(), {4}, DType::E4M3), e5m2(b.data(), {4}, DType::E5M2);
-  EXPECT_NE(test::error_message([&] { cpu_backend().cast({e5m2, e4m3}); }).find("no conversion"), std::string::npos);
+  std::vector<int32_t> ints(4);
+  EXPECT_NE(test::error_message([&] { cpu_backend().cast({view(ints, {4}), view(x, {4})}); }).find("no conversion"),
+            std::string::npos);
+  // Narrow to narrow goes through FP32, with the scaling states' scales: no explicit scale then.
+  EXPECT_THROW(cpu_backend().cast({e5m2, e4m3, 2.0f}), Error);
   EXPECT_THROW(cpu_backend().cast({e4m3, view(x, {4}), 0.0f}), Error);
   EXPECT_THROW(cpu_backend().cast({e4m3, view(x, {4}), NAN}), Error);
   EXPECT_THROW(cpu_backend().cast({e4m3, view(x, {2, 2}).prefix({3})}), Error);
