@@ -11,9 +11,9 @@ void* StagingPool::get(size_t slot, size_t bytes) {
   if (buffers_.size() <= slot) buffers_.resize(slot + 1);
   Buffer& b = buffers_[slot];
   if (b.bytes < bytes) {
-    constexpr size_t kAlign = 64;
-    b.bytes = (bytes + kAlign - 1) / kAlign * kAlign;
-    b.storage.reset(new (std::align_val_t(kAlign)) std::byte[b.bytes]);
+    const auto align = static_cast<size_t>(kAlign);
+    b.bytes = (bytes + align - 1) / align * align;
+    b.storage.reset(static_cast<std::byte*>(::operator new[](b.bytes, kAlign)));
   }
   return b.storage.get();
 }

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
+#include <new>
 #include <vector>
 
 namespace gpt::cpu {
@@ -28,8 +29,13 @@ class StagingPool {
   size_t bytes() const;
 
  private:
+  static constexpr std::align_val_t kAlign{64};
+  // Storage from the aligned operator new[] must go back through the aligned operator delete[].
+  struct AlignedDelete {
+    void operator()(std::byte* p) const { ::operator delete[](p, kAlign); }
+  };
   struct Buffer {
-    std::unique_ptr<std::byte[]> storage;
+    std::unique_ptr<std::byte[], AlignedDelete> storage;
     size_t bytes = 0;
   };
   std::vector<Buffer> buffers_;
