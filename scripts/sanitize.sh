@@ -16,6 +16,9 @@
 #     TrainerResume.EachRecipeAndRecomputeModeResumesBitwise.
 #   - CrashResume.TwentyRandomKillsNeverCostMoreThanTheLastCheckpoint (30 s): ~40 instrumented gpt-train
 #     runs; CrashResume.SigkillThenResumeIsBitwiseIdentical covers the same kill, resume and bitwise check.
+# Always left out: PrecisionBaseline.EveryRecipeMatchesTheFp32StorageEmulation, which compares losses and
+# weights bit for bit with values recorded from the g++ Release build; clang's code contracts and orders
+# floating point differently, so its bits differ by design (the test runs in the plain build).
 # Every other test runs, mpi2.* (gpt_dist_tests under mpirun) and the CUDA emulator's gpt_cuda_emu_tests
 # (GPT_CUDA_EMU=ON: emulated kernels are instrumented, so an out-of-bounds access in one fails) included.
 set -euo pipefail
@@ -42,8 +45,8 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_
 cmake --build "$build" -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"}
 [ $build_only = 1 ] && exit 0
 
-exclude="${GPT_SANITIZE_EXCLUDE:-}"
-[ $quick = 1 ] && exclude="$quick_exclude${exclude:+|$exclude}"
+exclude='^PrecisionBaseline\.EveryRecipeMatchesTheFp32StorageEmulation$'${GPT_SANITIZE_EXCLUDE:+|$GPT_SANITIZE_EXCLUDE}
+[ $quick = 1 ] && exclude="$quick_exclude|$exclude"
 # Reports name functions, files and lines: clang 16's runtime looks for llvm-symbolizer-16 (install_fuzz_deps.sh).
 export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-/usr/lib/llvm-16/bin/llvm-symbolizer}"
 export UBSAN_SYMBOLIZER_PATH="${UBSAN_SYMBOLIZER_PATH:-$ASAN_SYMBOLIZER_PATH}"
