@@ -28,13 +28,16 @@ if(GPT_WITH_CUDA)
   file(GLOB_RECURSE GPT_CUDA_SOURCES CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/cuda/common/*.cu ${CMAKE_SOURCE_DIR}/cuda/common/*.cpp
     ${CMAKE_SOURCE_DIR}/cuda/backend/*.cu ${CMAKE_SOURCE_DIR}/cuda/backend/*.cpp
-    ${CMAKE_SOURCE_DIR}/cuda/kernels/*.cu)
-  add_library(gpt_cuda_backend STATIC ${GPT_CUDA_SOURCES})
-  target_link_libraries(gpt_cuda_backend PRIVATE CUDA::cudart CUDA::cublasLt fmt::fmt)
+    ${CMAKE_SOURCE_DIR}/cuda/kernels/*.cu ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cu ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cpp)
+  add_library(gpt_cuda_backend OBJECT ${GPT_CUDA_SOURCES})
+  target_link_libraries(gpt_cuda_backend PUBLIC CUDA::cudart CUDA::cublasLt fmt::fmt spdlog::spdlog)
   target_compile_definitions(gpt_cuda_backend PUBLIC GPT_WITH_CUDA=1)
+  # Device code calls the constexpr helpers of precision/float_formats.h and core/dtype.h.
+  target_compile_options(gpt_cuda_backend PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
   message(STATUS "gpt-train: CUDA backend ON (architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
-  add_library(gpt_cuda_backend STATIC ${CMAKE_SOURCE_DIR}/cuda/no_cuda/no_cuda.cpp)
+  add_library(gpt_cuda_backend OBJECT ${CMAKE_SOURCE_DIR}/cuda/no_cuda/no_cuda.cpp)
+  target_link_libraries(gpt_cuda_backend PUBLIC fmt::fmt spdlog::spdlog)
   message(STATUS "gpt-train: CUDA backend OFF (stub linked)")
 endif()
 target_include_directories(gpt_cuda_backend PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/cuda)

@@ -1,7 +1,8 @@
 # GPT_CUDA_EMU=ON also compiles the CUDA sources of cuda/ with the host compiler against cuda/emu/, the
 # emulation of the CUDA execution model, so every kernel runs in CI on machines without a GPU. It is a
-# test build: it adds the library gpt_cuda_emu and the test executable gpt_cuda_emu_tests, and never
-# changes what gpt-train itself links (the real CUDA backend, or the no_cuda stub).
+# test build: it adds the library gpt_cuda_emu (the host code with the CUDA backend on the emulator:
+# train.backend cuda trains there) and the test executable gpt_cuda_emu_tests, and never changes what
+# gpt-train itself links (the real CUDA backend, or the no_cuda stub).
 #
 # The same .cu file cannot be compiled both by nvcc (gpt_cuda_backend) and as C++ in one CMake directory
 # (LANGUAGE is a per-file property), so each .cu gets a generated one-line .cpp that includes it.
@@ -10,7 +11,11 @@ option(GPT_CUDA_EMU "Build the CUDA kernels on the host emulator (cuda/emu) with
 if(GPT_CUDA_EMU)
   file(GLOB_RECURSE GPT_CUDA_EMU_RUNTIME_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/cuda/emu/*.cpp)
   file(GLOB_RECURSE GPT_CUDA_EMU_KERNEL_SOURCES CONFIGURE_DEPENDS
-    ${CMAKE_SOURCE_DIR}/cuda/common/*.cu ${CMAKE_SOURCE_DIR}/cuda/kernels/*.cu ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cu)
+    ${CMAKE_SOURCE_DIR}/cuda/common/*.cu ${CMAKE_SOURCE_DIR}/cuda/kernels/*.cu ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cu
+    ${CMAKE_SOURCE_DIR}/cuda/backend/*.cu)
+  # Host-only sources of the backend (cuda/*/*.cpp) compile as they are, against the emulator's headers.
+  file(GLOB_RECURSE GPT_CUDA_EMU_HOST_SOURCES CONFIGURE_DEPENDS
+    ${CMAKE_SOURCE_DIR}/cuda/common/*.cpp ${CMAKE_SOURCE_DIR}/cuda/backend/*.cpp ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cpp)
   set(GPT_CUDA_EMU_WRAPPERS)
   foreach(cu ${GPT_CUDA_EMU_KERNEL_SOURCES})
     file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/cuda ${cu})
@@ -19,12 +24,14 @@ if(GPT_CUDA_EMU)
     file(GENERATE OUTPUT ${wrapper} CONTENT "#include \"${cu}\"\n")
     list(APPEND GPT_CUDA_EMU_WRAPPERS ${wrapper})
   endforeach()
-  add_library(gpt_cuda_emu STATIC ${GPT_CUDA_EMU_RUNTIME_SOURCES} ${GPT_CUDA_EMU_WRAPPERS})
+  add_library(gpt_cuda_emu STATIC ${GPT_CUDA_EMU_RUNTIME_SOURCES} ${GPT_CUDA_EMU_WRAPPERS} ${GPT_CUDA_EMU_HOST_SOURCES})
   target_include_directories(gpt_cuda_emu PUBLIC ${CMAKE_SOURCE_DIR}/cuda ${CMAKE_SOURCE_DIR}/src)
   target_compile_definitions(gpt_cuda_emu PUBLIC GPT_CUDA_EMU=1)
   # Boost.Context: the fibers a block's threads run on (cuda/emu/scheduler.cpp).
   find_package(Boost 1.74 REQUIRED COMPONENTS context)
-  target_link_libraries(gpt_cuda_emu PUBLIC gpt_core Boost::context)
+  # gpt_host's objects, not gpt_core: this archive's CUDA backend is the emulated one, and gpt_core holds
+  # the real one (or the stub).
+  target_link_libraries(gpt_cuda_emu PUBLIC gpt_host Boost::context spdlog::spdlog fmt::fmt)
   gpt_set_warnings(gpt_cuda_emu)
   message(STATUS "gpt-train: CUDA emulator build ON (gpt_cuda_emu, gpt_cuda_emu_tests)")
 endif()

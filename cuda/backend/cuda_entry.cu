@@ -7,6 +7,14 @@ namespace gpt::cuda {
 
 bool built_with_cuda() { return true; }
 
+bool emulated() {
+#if defined(GPT_CUDA_EMU)
+  return true;
+#else
+  return false;
+#endif
+}
+
 int device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -19,7 +27,8 @@ int device_count() {
 std::string describe() {
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
-  std::string s = fmt::format("built with CUDA runtime {}.{}", runtime / 1000, (runtime % 1000) / 10);
+  std::string s = fmt::format("built with CUDA runtime {}.{}{}", runtime / 1000, (runtime % 1000) / 10,
+                              emulated() ? ", emulated on the host (cuda/emu)" : "");
   const int n = device_count();
   if (n == 0) return s + "; no CUDA device present";
   for (int i = 0; i < n; ++i) {

@@ -5,6 +5,7 @@
 namespace gpt::cuda {
 
 bool built_with_cuda() { return false; }
+bool emulated() { return false; }
 int device_count() { return 0; }
 std::string describe() { return "built without CUDA (configure with GPT_CUDA=ON and the CUDA toolkit)"; }
 std::unique_ptr<Backend> make_backend() {

@@ -51,6 +51,9 @@ struct BackendCapabilities {
   // the precision to fit a budget only where that saves memory. Every backend stores tensors in their
   // own format (the CPU too, since tensors carry it), so this is true unless a backend says otherwise.
   bool stores_low_precision = true;
+  // Device bytes the backend holds for itself from its construction on, outside the arenas (a GPU's
+  // matrix-product workspace and op scratch): the memory plan adds them to what the arenas take.
+  size_t reserved_device_bytes = 0;
 };
 
 class Backend {

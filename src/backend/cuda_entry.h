@@ -10,6 +10,8 @@
 namespace gpt::cuda {
 
 bool built_with_cuda();
+// Whether the CUDA backend of this build runs on the host emulator (cuda/emu: test builds only).
+bool emulated();
 // Number of usable CUDA devices; 0 when none (or when built without CUDA).
 int device_count();
 // One line describing the CUDA build and devices, for `gpt-train info` and the start-up log.

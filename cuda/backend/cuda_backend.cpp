@@ -1,0 +1,159 @@
+#include "backend/cuda_backend.h"
+
+#include "common/cuda_check.h"
+#include "gemm/matmul.h"
+#include "kernels/adamw.h"
+#include "kernels/attention.h"
+#include "kernels/cast.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/embedding.h"
+#include "kernels/fill_copy.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/reduce.h"
+#include "kernels/residual.h"
+#include "kernels/softmax.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace gpt::cuda {
+namespace {
+
+// The scratch the ops may use (cuda/common/device_context.h): the largest user is the embedding
+// backward's token buckets, 12 bytes per token of a micro-batch plus 4 per vocabulary row
+// (GPT-2 at B=16, T=1024: under 0.5 MiB).
+constexpr size_t kScratchBytes = size_t{8} << 20;
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+std::string gib(size_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1ull << 30)); }
+
+}  // namespace
+
+int local_device_index(int device_count) {
+  GPT_CHECK(device_count > 0, "no CUDA device to choose from");
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v) % device_count;
+  }
+  return 0;
+}
+
+CudaBackend::CudaBackend(int device_index) {
+  CUDA_CHECK(cudaSetDevice(device_index));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
+  info_ = {device_index, prop.name, prop.totalGlobalMem, prop.major * 10 + prop.minor, prop.multiProcessorCount};
+  CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+  gemm_ = std::make_unique<Gemm>(info_.compute_capability);
+  ctx_.gemm = gemm_.get();
+  CUDA_CHECK(cudaMalloc(&ctx_.scratch, kScratchBytes));
+  ctx_.scratch_bytes = kScratchBytes;
+  ctx_.sm_count = info_.sm_count;
+  ctx_.compute_capability = info_.compute_capability;
+  sync_each_op_ = env_flag("GPT_CUDA_SYNC");
+}
+
+CudaBackend::~CudaBackend() {
+  // Destructors must not throw: a failure here (a device already in an error state) is ignored.
+  cudaStreamSynchronize(ctx_.stream);
+  gemm_.reset();
+  cudaFree(ctx_.scratch);
+  cudaStreamDestroy(ctx_.stream);
+}
+
+BackendCapabilities CudaBackend::capabilities() const {
+  BackendCapabilities caps;
+  caps.attention_keeps_probs = true;  // the materialised attention of kernels/attention.cu
+  caps.stores_low_precision = true;
+  caps.reserved_device_bytes = reserved_bytes();
+  return caps;
+}
+
+size_t CudaBackend::reserved_bytes() const { return ctx_.scratch_bytes + gemm_->device_bytes(); }
+
+void* CudaBackend::allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t status = cudaMalloc(&p, bytes);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    GPT_FAIL("cudaMalloc of {} ({} bytes) failed on device {} ({}): {}; {} of {} free, {} held by this run's arenas",
+             gib(bytes), bytes, info_.index, info_.name, cudaGetErrorString(status), gib(free), gib(total),
+             gib(allocated_bytes_ + reserved_bytes()));
+  }
+  allocated_bytes_ += bytes;
+  sizes_[p] = bytes;
+  return p;
+}
+
+void CudaBackend::deallocate(void* ptr) {
+  if (!ptr) return;
+  synchronize();
+  if (auto it = sizes_.find(ptr); it != sizes_.end()) {
+    allocated_bytes_ -= it->second;
+    sizes_.erase(it);
+  }
+  CUDA_CHECK(cudaFree(ptr));
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx_.stream));
+  // The host buffer may be reused as soon as this returns.
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+}
+
+void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+
+void CudaBackend::after_op(const char* op) {
+  if (!sync_each_op_) return;
+  const cudaError_t status = cudaStreamSynchronize(ctx_.stream);
+  if (status != cudaSuccess) {
+    GPT_FAIL("CUDA error in op {} (GPT_CUDA_SYNC=1 synchronises after every op): {}", op, cudaGetErrorString(status));
+  }
+}
+
+void CudaBackend::matmul(const MatmulArgs& args) {
+  gemm_->matmul(args, ctx_.stream);
+  after_op("matmul");
+}
+
+#define GPT_CUDA_KERNEL_OP(method, Args, op, category) \
+  void CudaBackend::method(const Args& args) {        \
+    cuda::method(args, ctx_);                          \
+    after_op(#method);                                 \
+  }
+GPT_CUDA_KERNEL_OP(fill, FillArgs, Fill, Other)
+GPT_CUDA_KERNEL_OP(copy, CopyArgs, Copy, Other)
+GPT_CUDA_KERNEL_OP(bias_backward, BiasBackwardArgs, BiasBackward, Other)
+GPT_CUDA_KERNEL_OP(layernorm_forward, LayerNormForwardArgs, LayerNormForward, LayerNorm)
+GPT_CUDA_KERNEL_OP(layernorm_backward, LayerNormBackwardArgs, LayerNormBackward, LayerNorm)
+GPT_CUDA_KERNEL_OP(attention_forward, AttentionForwardArgs, AttentionForward, Attention)
+GPT_CUDA_KERNEL_OP(attention_backward, AttentionBackwardArgs, AttentionBackward, Attention)
+GPT_CUDA_KERNEL_OP(softmax_forward, SoftmaxForwardArgs, SoftmaxForward, Softmax)
+GPT_CUDA_KERNEL_OP(softmax_backward, SoftmaxBackwardArgs, SoftmaxBackward, Softmax)
+GPT_CUDA_KERNEL_OP(gelu_forward, GeluForwardArgs, GeluForward, Gelu)
+GPT_CUDA_KERNEL_OP(gelu_backward, GeluBackwardArgs, GeluBackward, Gelu)
+GPT_CUDA_KERNEL_OP(residual_forward, ResidualForwardArgs, ResidualForward, Residual)
+GPT_CUDA_KERNEL_OP(residual_backward, ResidualBackwardArgs, ResidualBackward, Residual)
+GPT_CUDA_KERNEL_OP(embedding_forward, EmbeddingForwardArgs, EmbeddingForward, Embedding)
+GPT_CUDA_KERNEL_OP(embedding_backward, EmbeddingBackwardArgs, EmbeddingBackward, Embedding)
+GPT_CUDA_KERNEL_OP(cross_entropy, CrossEntropyArgs, CrossEntropy, Softmax)
+GPT_CUDA_KERNEL_OP(adamw_update, AdamWArgs, AdamWUpdate, Optimizer)
+GPT_CUDA_KERNEL_OP(sum_of_squares, SumOfSquaresArgs, SumOfSquares, Optimizer)
+GPT_CUDA_KERNEL_OP(cast, CastArgs, Cast, Other)
+GPT_CUDA_KERNEL_OP(amax, AmaxArgs, Amax, Other)
+GPT_CUDA_KERNEL_OP(quantize_roundtrip, QuantizeRoundtripArgs, QuantizeRoundtrip, Other)
+GPT_CUDA_KERNEL_OP(fp8_current_scale, Fp8CurrentScaleArgs, Fp8CurrentScale, Other)
+#undef GPT_CUDA_KERNEL_OP
+
+}  // namespace gpt::cuda

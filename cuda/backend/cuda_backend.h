@@ -1,0 +1,66 @@
+// The CUDA backend: the same Backend interface as the CPU's, on one device. Memory comes from the arenas
+// (one cudaMalloc each, sized by the plan) plus what this object reserves once at construction (the
+// cuBLASLt workspace and a scratch buffer, reported by capabilities() so the plan counts them). Every op
+// is a kernel of cuda/kernels or a cuBLASLt product (cuda/gemm), queued on the backend's stream; host
+// transfers synchronise with it. GPT_CUDA_SYNC=1 synchronises after every op, so an asynchronous error
+// is reported by the op that caused it instead of by a later call.
+#pragma once
+
+#include "backend/backend.h"
+#include "common/device_context.h"
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+namespace gpt::cuda {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  size_t total_bytes = 0;
+  int compute_capability = 0;  // major * 10 + minor
+  int sm_count = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device_index);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  Device device() const override { return Device::CUDA; }
+  BackendCapabilities capabilities() const override;
+  const DeviceInfo& info() const { return info_; }
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr) override;
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void synchronize() override;
+
+  GPT_BACKEND_OPS(GPT_OVERRIDE_BACKEND_OP)
+
+  // Device bytes this backend holds through allocate(), the arenas' memory.
+  size_t allocated_bytes() const { return allocated_bytes_; }
+  // Device bytes reserved at construction (cuBLASLt workspace, scratch).
+  size_t reserved_bytes() const;
+
+ private:
+  void after_op(const char* op);
+
+  DeviceInfo info_;
+  DeviceContext ctx_;
+  std::unique_ptr<Gemm> gemm_;
+  bool sync_each_op_ = false;
+  size_t allocated_bytes_ = 0;
+  std::unordered_map<void*, size_t> sizes_;  // allocate()'s blocks and their sizes
+};
+
+// The device a process uses: its local rank (Open MPI, MVAPICH, Slurm or torchrun's variable) modulo the
+// visible devices, so ranks on one node take one GPU each.
+int local_device_index(int device_count);
+
+}  // namespace gpt::cuda

@@ -1,0 +1,22 @@
+// train.backend cuda (or auto with a device present): the device of this process's local rank, logged
+// with its name, memory and compute capability.
+#include "backend/cuda_backend.h"
+#include "backend/cuda_entry.h"
+
+#include <spdlog/spdlog.h>
+
+namespace gpt::cuda {
+
+std::unique_ptr<Backend> make_backend() {
+  const int count = device_count();
+  GPT_CHECK(count > 0, "train.backend cuda, but no CUDA device is present ({}); use train.backend: cpu or auto",
+            describe());
+  auto backend = std::make_unique<CudaBackend>(local_device_index(count));
+  const DeviceInfo& d = backend->info();
+  spdlog::info("backend cuda: device {} of {}: {} ({:.1f} GiB, compute capability {}.{}, {} SMs){}", d.index, count,
+               d.name, static_cast<double>(d.total_bytes) / (1ull << 30), d.compute_capability / 10,
+               d.compute_capability % 10, d.sm_count, emulated() ? " on the CUDA emulator (cuda/emu)" : "");
+  return backend;
+}
+
+}  // namespace gpt::cuda

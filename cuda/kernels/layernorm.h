@@ -1,0 +1,12 @@
+// LayerNorm forward and backward: the CUDA backend's ops of this family (the math and layout are in layernorm.cu).
+#pragma once
+
+#include "backend/op_args.h"
+#include "common/device_context.h"
+
+namespace gpt::cuda {
+
+void layernorm_forward(const LayerNormForwardArgs& args, const DeviceContext& ctx);
+void layernorm_backward(const LayerNormBackwardArgs& args, const DeviceContext& ctx);
+
+}  // namespace gpt::cuda
