@@ -32,7 +32,22 @@ size_t ArenaLayout::index_of(const std::string& buffer_name) const {
 }
 
 Arena::Arena(ArenaLayout layout, Backend& backend) : layout_(std::move(layout)), backend_(backend) {
-  if (layout_.total_bytes() > 0) base_ = backend_.allocate(layout_.total_bytes());
+  if (layout_.total_bytes() == 0) return;
+  try {
+    base_ = backend_.allocate(layout_.total_bytes());
+  } catch (const Error& e) {
+    // Say which planned block did not fit, and what the user can change, not only the allocator's words.
+    const ArenaBuffer* largest = nullptr;
+    for (const ArenaBuffer& b : layout_.buffers())
+      if (!largest || b.bytes > largest->bytes) largest = &b;
+    GPT_FAIL("the memory plan's arena '{}' ({:.1f} MiB in {} buffers, the largest '{}' {:.1f} MiB) could not be "
+             "allocated on the {} backend: {}. Lower train.batch_size (with train.grad_accum_steps to keep the batch), "
+             "set memory.budget to let the planner choose, or recompute activations (recompute.mode); "
+             "`gpt-train plan CONFIG` shows what each choice takes",
+             layout_.name(), static_cast<double>(layout_.total_bytes()) / (1 << 20), layout_.buffers().size(),
+             largest ? largest->name : "", largest ? static_cast<double>(largest->bytes) / (1 << 20) : 0.0,
+             backend_.name(), e.what());
+  }
 }
 
 Arena::~Arena() {

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The one command to run on a machine with a GPU: configures for that GPU's architecture, builds gpt-train
+# and gpt_cuda_tests, runs the cross-backend op table and the model-level CUDA tests on the GPU, then a
+# short benchmark, and ends with one table. Logs go to OUTDIR (default ./gpu-check). With no GPU it says
+# so and exits 0 after the CPU-side checks (the build and the tests, which then skip).
+#
+#   scripts/gpu_check.sh [OUTDIR]
+#   scripts/gpu_check.sh --prepare   (on a machine with network access: downloads the build dependencies
+#                                     as Debian packages into .gpu-deps/, for a GPU machine that has none;
+#                                     carry that folder with the working tree)
+#
+# Benchmark rows: GPT-2 124M at T=1024, bf16 and fp8, recompute none/selective/full, at the largest
+# micro-batch of BATCHES (below) that fits; and the GPT-2 774M shape in bf16 and fp8 (the fp8 target is
+# 1.2x bf16 there). Each row: tokens/s, MFU against the GPU's dense BF16 peak (the datasheet figure,
+# named in the table), ms/step, the time of the matrix products and of attention, and activation bytes
+# planned and measured. Step times come from `gpt-train bench`, which synchronises around every op to
+# time it, so tokens/s here is a lower bound of what training reaches.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+deps_packages=(libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libgtest-dev
+               libopenblas-openmp-dev libopenblas0-openmp libopenblas-dev libgfortran5 nlohmann-json3-dev libicu-dev
+               libicu72 libboost-context-dev libboost-context1.74.0 libboost1.74-dev openmpi-bin libopenmpi-dev
+               libopenmpi3 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0
+               libibverbs1 librdmacm1 libpsm2-2 libnl-3-200 libnl-route-3-200 libmunge2)
+
+if [ "${1:-}" = "--prepare" ]; then
+  mkdir -p "$root/.gpu-deps"
+  grep -qx '/.gpu-deps/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpu-deps/' >>"$root/.git/info/exclude"
+  (cd "$root/.gpu-deps" && apt-get download "${deps_packages[@]}")
+  du -sh "$root/.gpu-deps"
+  exit 0
+fi
+
+out="${1:-$root/gpu-check}"
+mkdir -p "$out"
+log() { echo "gpu_check: $*" | tee -a "$out/summary.txt"; }
+: >"$out/summary.txt"
+
+# Dependencies: installed with apt where it works; else from carried .deb files unpacked into a prefix.
+if ! "$root/scripts/install_deps.sh" >"$out/install.log" 2>&1; then
+  if compgen -G "$root/.gpu-deps/*.deb" >/dev/null; then
+    prefix=/tmp/gpt-deps
+    for f in "$root"/.gpu-deps/*.deb; do dpkg -x "$f" "$prefix"; done
+    multiarch=$prefix/usr/lib/x86_64-linux-gnu
+    export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+    export CPATH="$prefix/usr/include:$prefix/usr/lib/x86_64-linux-gnu/openmpi/include${CPATH:+:$CPATH}"
+    export LIBRARY_PATH="$multiarch${LIBRARY_PATH:+:$LIBRARY_PATH}"
+    export LD_LIBRARY_PATH="$multiarch:$multiarch/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export PATH="$prefix/usr/bin:$PATH"
+    export OPAL_PREFIX="$prefix/usr"
+    log "dependencies: apt-get failed (see install.log); using the carried packages unpacked in $prefix"
+  else
+    log "dependencies: apt-get failed and no .gpu-deps/ was carried (scripts/gpu_check.sh --prepare makes it); see install.log"
+    exit 1
+  fi
+fi
+
+arch=""
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
+  gpu=$(nvidia-smi --query-gpu=name,memory.total,compute_cap --format=csv,noheader | head -1)
+  arch=$(echo "$gpu" | awk -F', ' '{gsub(/\./, "", $3); print $3}')
+  log "GPU: $gpu (building for sm_$arch)"
+else
+  log "no GPU visible (nvidia-smi absent or failing): building and running the CPU-side checks only"
+fi
+
+build="$root/build-gpu"
+cmake_args=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_CUDA_EMU=OFF)
+[ -n "$arch" ] && cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES="$arch")
+start=$(date +%s)
+cmake "${cmake_args[@]}" >"$out/configure.log" 2>&1 || { log "configure failed: see configure.log"; tail -20 "$out/configure.log"; exit 1; }
+cmake --build "$build" -j "$(nproc)" --target gpt-train gpt_cuda_tests >"$out/build.log" 2>&1 ||
+  { log "build failed: see build.log"; grep -m5 -B2 -A8 'error' "$out/build.log" || tail -30 "$out/build.log"; exit 1; }
+log "built in $(( $(date +%s) - start )) s"
+
+"$build/gpt-train" info | tee "$out/info.txt"
+
+tests_status=0
+"$build/tests/gpt_cuda_tests" --gtest_brief=1 2>&1 | tee "$out/cuda_tests.log" | grep -E '^\[  (PASSED|FAILED|SKIPPED) |op table|^  [a-z0-9 ]+ +[0-9]|CUDA vs CPU|trainer ' || true
+grep -q '^\[  FAILED  \]' "$out/cuda_tests.log" && tests_status=1
+log "op table and model-level tests: $(grep -E '^\[  PASSED  \]|tests ran' "$out/cuda_tests.log" | tail -1)"
+
+if [ -z "$arch" ]; then
+  log "no GPU: skipped the benchmark"
+  exit "$tests_status"
+fi
+
+# The datasheet's dense (no sparsity) BF16 tensor-core peak of the GPU, for MFU.
+gpu_name=$(echo "$gpu" | cut -d, -f1)
+case "$gpu_name" in
+  *H200*|*H100*SXM*|*"H100 80GB HBM3"*) peak_tflops=989 ;;
+  *H100*PCIe*|*H100*) peak_tflops=756 ;;
+  *A100*) peak_tflops=312 ;;
+  *L40S*) peak_tflops=362 ;;
+  *L4*) peak_tflops=121 ;;
+  *4090*) peak_tflops=165 ;;
+  *) peak_tflops=0 ;;
+esac
+
+field() { sed -n "s/.*\"$2\":\\([^,}]*\\).*/\\1/p" "$1" | tr -d '"'; }
+
+data_flags=(--set data.train=/nonexistent/train_*.bin --set data.val= --set train.seq_len=1024 --set train.eval_every=0)
+rows=()
+bench_row() {  # name size(124m|774m) recipe recompute batch...
+  local name=$1 size=$2 recipe=$3 recompute=$4
+  shift 4
+  local shape=()
+  [ "$size" = 774m ] && shape=(--set model.n_layer=36 --set model.n_head=20 --set model.n_embd=1280)
+  for b in "$@"; do
+    local json="$out/bench_${name// /_}_b$b.json"
+    if "$build/gpt-train" bench "$root/configs/gpt2-124m.yaml" "${shape[@]}" --steps 10 --warmup 3 --peak-reps 0 --json "$json" "${data_flags[@]}" \
+         --set train.backend=cuda --set train.batch_size="$b" --set precision.recipe="$recipe" \
+         --set recompute.mode="$recompute" >"$out/bench_${name// /_}_b$b.log" 2>&1; then
+      local tps ms gflop mm att planned measured mfu
+      tps=$(field "$json" tokens_per_s); ms=$(field "$json" ms_per_step); gflop=$(field "$json" model_gflop_per_step)
+      mm=$(field "$json" ms_matmul); att=$(field "$json" ms_attention)
+      planned=$(field "$json" planned_activation_bytes); measured=$(field "$json" measured_activation_bytes)
+      mfu=$(awk -v g="$gflop" -v ms="$ms" -v p="$peak_tflops" 'BEGIN { if (p > 0) printf "%.1f%%", 100 * g / (ms / 1000) / (p * 1000); else print "n/a" }')
+      rows+=("$(printf '%-28s %4s %10.0f %7s %9.1f %8.1f %8.1f %9.2f %9.2f' "$name" "$b" "$tps" "$mfu" "$ms" "$mm" "$att" \
+                 "$(awk -v x="$planned" 'BEGIN{print x/2^30}')" "$(awk -v x="$measured" 'BEGIN{print x/2^30}')")")
+      return 0
+    fi
+    grep -qi 'memory' "$out/bench_${name// /_}_b$b.log" || { rows+=("$(printf '%-28s %4s failed: see bench_%s_b%s.log' "$name" "$b" "${name// /_}" "$b")"); return 0; }
+  done
+  rows+=("$(printf '%-28s  no batch of %s fits' "$name" "$*")")
+}
+
+for recompute in none selective full; do
+  for recipe in bf16 fp8; do
+    bench_row "124M $recipe $recompute" 124m "$recipe" "$recompute" 32 16 8
+  done
+done
+for recipe in bf16 fp8; do
+  bench_row "774M $recipe none" 774m "$recipe" none 16 8 4
+done
+
+{
+  echo
+  echo "gpu_check table: $gpu_name, MFU against its dense BF16 peak of ${peak_tflops} TFLOP/s (datasheet); T=1024"
+  printf '%-28s %4s %10s %7s %9s %8s %8s %9s %9s\n' "row" "B" "tokens/s" "MFU" "ms/step" "matmul" "attn" "act plan" "act meas"
+  printf '%-28s %4s %10s %7s %9s %8s %8s %9s %9s\n' "" "" "" "" "" "ms" "ms" "GiB" "GiB"
+  printf '%s\n' "${rows[@]}"
+} | tee -a "$out/summary.txt"
+exit "$tests_status"
