@@ -14,6 +14,7 @@
 #include "dist/mpi_communicator.h"
 #include "dist/single_communicator.h"
 #include "io/checkpoint.h"
+#include "io/durable_file.h"
 #include "io/llmc_model_file.h"
 #include "memory/plan_report.h"
 #include "memory/recompute.h"
@@ -53,13 +54,16 @@ const std::vector<OptionSpec> kPrepareOptions = {
 
 const std::vector<OptionSpec> kSampleOptions = {
     {"prompt", "TEXT", "Text to continue (default: start from the end-of-text token)."},
-    {"tokens", "N", "Tokens to generate (default 200)."},
+    {"prompt-file", "FILE", "Read the text to continue from FILE (UTF-8, used as it is: a final newline counts)."},
+    {"max-tokens", "N", "Tokens to generate (default 200)."},
+    {"tokens", "N", "Same as --max-tokens (its earlier name)."},
     {"temperature", "T", "Sampling temperature (default 1.0)."},
     {"top-k", "K", "Sample among the K most likely tokens only (default 0 = all)."},
     {"top-p", "P", "Then among the fewest most likely tokens whose probability reaches P (default 1 = all)."},
     {"no-cache", "", "Rerun the whole window for every token instead of using the KV cache (for comparison)."},
     {"seed", "S", "Random seed (default 1)."},
     {"threads", "N", "CPU threads (default: all cores)."},
+    {"backend", "NAME", "Where the model runs: cpu (default), cuda, or auto (CUDA when a GPU is present)."},
 };
 
 const std::vector<OptionSpec> kPlanOptions = {
@@ -168,19 +172,21 @@ int run_sample(const std::vector<std::string>& argv) {
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   const std::string dir = resolve_checkpoint(args.positionals[0]);
   Config config = load_config((fs::path(dir) / "config.yaml").string());
-  auto backend = make_backend(BackendKind::Cpu, args.get_int("threads", 0));
+  auto backend = make_backend(parse_backend_kind(args.get("backend", "cpu")), args.get_int("threads", 0));
   GPT model(config.model, 1, config.train.seq_len, *backend);
   model.parameters_from_host(read_llmc_parameters((fs::path(dir) / "model.bin").string(), llmc_header_of(config.model)));
 
   auto tokenizer = make_tokenizer(config.data.tokenizer, config.data.tokenizer_path);
-  const std::string prompt_text = args.get("prompt");
+  GPT_CHECK(!(args.has("prompt") && args.has("prompt-file")), "give --prompt or --prompt-file, not both");
+  GPT_CHECK(!(args.has("tokens") && args.has("max-tokens")), "give --max-tokens (or its old name --tokens), not both");
+  const std::string prompt_text = args.has("prompt-file") ? read_file_bytes(args.get("prompt-file")) : args.get("prompt");
   std::vector<int> prompt = tokenizer->encode(prompt_text);
   if (prompt.empty()) prompt.push_back(tokenizer->eot_token());
-  SampleOptions options{args.get_int("tokens", 200), args.get_double("temperature", 1.0), args.get_int("top-k", 0),
+  SampleOptions options{args.get_int("max-tokens", args.get_int("tokens", 200)), args.get_double("temperature", 1.0), args.get_int("top-k", 0),
                         args.get_double("top-p", 1.0)};
   GPT_CHECK(options.tokens >= 0 && options.temperature > 0 && options.top_k >= 0 && options.top_p > 0 &&
                 options.top_p <= 1,
-            "--tokens and --top-k must be >= 0, --temperature > 0 and --top-p in (0, 1]");
+            "--max-tokens and --top-k must be >= 0, --temperature > 0 and --top-p in (0, 1]");
   HostRng rng(static_cast<uint64_t>(args.get_int("seed", 1)), 0);
   // A model with a larger vocabulary than the tokenizer may emit ids the tokenizer cannot decode.
   // Raw bytes into a pipe or file (what the model wrote); on a terminal, ESC, NUL and friends are escaped

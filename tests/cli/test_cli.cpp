@@ -102,6 +102,18 @@ TEST(Cli, PrepareTrainSampleWritesTheRunDirectory) {
   r = run_cli("sample " + run.string() + " --tokens 10 --prompt fox");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("fox", 0), 0u) << r.output;
+
+  // The same prompt from a file, with the spelling of the length: the same text (same seed; stdout
+  // alone, stderr has the timing).
+  write_bytes(dir.file("prompt.txt"), "fox", 3);
+  const CommandResult from_flag = run_cli("sample " + run.string() + " --tokens 10 --prompt fox", "/dev/null");
+  const CommandResult from_file =
+      run_cli("sample " + run.string() + " --max-tokens 10 --prompt-file " + dir.file("prompt.txt"), "/dev/null");
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.output;
+  EXPECT_EQ(from_file.output, from_flag.output);
+  EXPECT_NE(run_cli("sample " + run.string() + " --prompt a --prompt-file " + dir.file("prompt.txt")).output.find(
+                "not both"),
+            std::string::npos);
 }
 
 // The output of `command` run on a pseudo-terminal, as a user at a terminal sees it.
