@@ -33,5 +33,10 @@ if(GPT_CUDA_EMU)
   # the real one (or the stub).
   target_link_libraries(gpt_cuda_emu PUBLIC gpt_host Boost::context spdlog::spdlog fmt::fmt)
   gpt_set_warnings(gpt_cuda_emu)
+  # gpt-train with its CUDA backend on the emulator: `train.backend: cuda` runs the real kernels on the
+  # host (slowly), for trying the backend and its errors on a machine without a GPU.
+  add_executable(gpt-train-emu ${CMAKE_SOURCE_DIR}/src/main.cpp)
+  target_link_libraries(gpt-train-emu PRIVATE gpt_cuda_emu)
+  gpt_set_warnings(gpt-train-emu)
   message(STATUS "gpt-train: CUDA emulator build ON (gpt_cuda_emu, gpt_cuda_emu_tests)")
 endif()
