@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -107,9 +108,21 @@ struct MpiCommunicator::State {
     const char* name = "";
     int64_t count = 0;
     DType dtype = DType::F32;
+    int64_t sequence = 0;  // this rank's collectives issued, this one included
   };
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<Op> ops;
+
+  // The progress board: for each rank of this node, how many collectives it has issued, in memory the
+  // node's ranks share (MPI_Win_allocate_shared). Every rank issues the same collectives in the same
+  // order, so when this rank's n-th one times out, a peer whose count is below n has not reached it: the
+  // timeout can name it. Reading a peer's count needs no progress on the peer (it may be stuck in compute);
+  // ranks on other nodes are not on the board.
+  MPI_Win board_window = MPI_WIN_NULL;
+  int64_t* board = nullptr;           // [local_size]
+  std::vector<int> node_world_ranks;  // world rank of each local rank
+  int local_rank = 0;
+  int64_t issued = 0;
 
   static constexpr int kSlotBits = 20;
 
@@ -128,6 +141,8 @@ struct MpiCommunicator::State {
     op.name = name;
     op.count = count;
     op.dtype = dtype;
+    op.sequence = ++issued;
+    if (board) std::atomic_ref<int64_t>(board[local_rank]).store(issued, std::memory_order_release);
     return (static_cast<uint64_t>(op.serial) << kSlotBits) | slot;
   }
   MPI_Request* request(size_t slot) { return &ops[slot].request; }
@@ -150,6 +165,19 @@ MpiCommunicator::MpiCommunicator() : state_(std::make_unique<State>()) {
   MPI_CHECK(MPI_Comm_split_type(state_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
   MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
   MPI_CHECK(MPI_Comm_size(node, &local_size_));
+  state_->local_rank = local_rank_;
+  state_->node_world_ranks.resize(static_cast<size_t>(local_size_));
+  MPI_CHECK(MPI_Allgather(&rank_, 1, MPI_INT, state_->node_world_ranks.data(), 1, MPI_INT, node));
+  void* own = nullptr;
+  MPI_CHECK(MPI_Win_allocate_shared(sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, node, &own, &state_->board_window));
+  MPI_Aint segment = 0;
+  int unit = 0;
+  void* first = nullptr;
+  MPI_CHECK(MPI_Win_shared_query(state_->board_window, 0, &segment, &unit, &first));
+  state_->board = static_cast<int64_t*>(first);
+  *static_cast<int64_t*>(own) = 0;
+  MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, state_->board_window));
+  MPI_CHECK(MPI_Barrier(node));  // every count is 0 before anyone reads one
   MPI_CHECK(MPI_Comm_free(&node));
   state_->ops.reserve(64);
   const int announced = launcher_world_size();
@@ -164,7 +192,11 @@ MpiCommunicator::~MpiCommunicator() {
   if (state_->comm != MPI_COMM_NULL && runtime_active) {
     bool pending = false;
     for (const auto& op : state_->ops) pending = pending || op.active;
-    if (!pending) MPI_Comm_free(&state_->comm);
+    if (!pending) {
+      MPI_Win_unlock_all(state_->board_window);
+      MPI_Win_free(&state_->board_window);
+      MPI_Comm_free(&state_->comm);
+    }
   }
 }
 
@@ -242,9 +274,10 @@ void MpiCommunicator::wait(uint64_t id) {
     const auto waited = Clock::now() - start;
     if (waited > limit) {
       const State::Op* op = state_->find(id);
-      GPT_FAIL("rank {} of {}: {} of {} {} values has not completed within {} s (dist.timeout_s): another rank "
-               "has failed, is stuck, or is busy for longer than that (raise dist.timeout_s if so)",
-               rank_, world_size_, op->name, op->count, dtype_name(op->dtype), timeout_s());
+      GPT_FAIL("rank {} of {}: {} of {} {} values (its collective #{}) has not completed within {} s (dist.timeout_s): "
+               "{}; a rank that has failed, is stuck, or is busy for longer than that (raise dist.timeout_s if so)",
+               rank_, world_size_, op->name, op->count, dtype_name(op->dtype), op->sequence, timeout_s(),
+               missing_ranks(op->sequence));
     }
     if (waited > std::chrono::milliseconds(1)) {
       pause = std::min<std::chrono::microseconds>(std::chrono::microseconds(1000),
@@ -252,6 +285,22 @@ void MpiCommunicator::wait(uint64_t id) {
       std::this_thread::sleep_for(pause);
     }
   }
+}
+
+std::string MpiCommunicator::missing_ranks(int64_t sequence) const {
+  std::string behind;
+  for (int j = 0; j < local_size_; ++j) {
+    if (j == local_rank_) continue;
+    const int64_t reached = std::atomic_ref<int64_t>(state_->board[j]).load(std::memory_order_acquire);
+    if (reached < sequence)
+      behind += fmt::format("{}rank {} has not reached it (it has issued {} collectives)", behind.empty() ? "" : ", ",
+                            state_->node_world_ranks[static_cast<size_t>(j)], reached);
+  }
+  const bool others_elsewhere = local_size_ < world_size_;
+  if (behind.empty())
+    return others_elsewhere ? "every rank on this node has reached it, so one on another node has not"
+                            : "every rank has issued it, so one of them is stuck inside it";
+  return others_elsewhere ? behind + " (ranks on other nodes are not visible from here)" : behind;
 }
 
 void MpiCommunicator::poll() {

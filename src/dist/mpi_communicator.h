@@ -12,6 +12,7 @@
 #include "dist/communicator.h"
 
 #include <memory>
+#include <string>
 
 namespace gpt {
 
@@ -60,6 +61,9 @@ class MpiCommunicator final : public Communicator {
   void wait(uint64_t id) override;
 
  private:
+  // Which ranks of this node have not yet issued this rank's collective #sequence, for a timeout's message.
+  std::string missing_ranks(int64_t sequence) const;
+
   struct State;
   std::unique_ptr<State> state_;
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_size_ = 1;

@@ -71,7 +71,7 @@ TEST(MpiCommunicator, MismatchedShapesAreErrors) {
 
 // Rank 0 joins the all-reduce 5 s late; rank 1, allowing 1 s, gets an error naming it and the operation.
 // The operation stays pending: once rank 0 arrives it completes.
-TEST(MpiTimeout, ACollectiveThatDoesNotCompleteNamesTheWaitingRank) {
+TEST(MpiTimeout, ACollectiveThatDoesNotCompleteNamesTheWaitingRankAndTheOneThatDidNotArrive) {
   Communicator& c = world();
   const double before = c.timeout_s();
   float x = 1.0f;
@@ -85,6 +85,7 @@ TEST(MpiTimeout, ACollectiveThatDoesNotCompleteNamesTheWaitingRank) {
     const std::string message = error_message([&] { h.wait(); });
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_NE(message.find("rank 1 of"), std::string::npos) << message;
+    EXPECT_NE(message.find("rank 0 has not reached it"), std::string::npos) << message;
     EXPECT_NE(message.find("all_reduce_sum"), std::string::npos) << message;
     EXPECT_NE(message.find("dist.timeout_s"), std::string::npos) << message;
     EXPECT_GE(waited, 1.0);
