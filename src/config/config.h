@@ -183,7 +183,7 @@ struct DistConfig {
   template <class V>
   void visit(V& v) {
     v.field("zero", zero, "ZeRO stage under mpirun: 0 keeps the whole AdamW state on every rank; 1 shards it (each rank updates 1/ranks of the weights, then all-gathers them).");
-    v.field("timeout_s", timeout_s, "Seconds a collective may wait for the other ranks before the job aborts naming the waiting rank; must exceed the longest rank-0-only pause (checkpoint, sample).");
+    v.field("timeout_s", timeout_s, "Seconds a collective may wait for the other ranks before the job aborts naming the waiting rank (and the ranks of its node that did not arrive); must exceed the longest rank-0-only pause (checkpoint, sample).");
     v.field("overlap", overlap, "Reduce each block's gradients during the last micro-batch's backward, while earlier blocks are still computed (false: one reduction pass after backward).");
     v.field("log_all_ranks", log_all_ranks, "Every rank logs at log.level (prefixed [rank N]); by default ranks other than 0 log warnings and errors only.");
   }
