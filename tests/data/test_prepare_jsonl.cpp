@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/gpt2_tokenizer.h"
 #include "data/prepare.h"
 #include "data/shard.h"
 #include "data/target_mask.h"
@@ -129,6 +130,21 @@ TEST(PrepareJsonl, OptionsThatDoNotGoTogether) {
   EXPECT_THAT(error_message([&] { prepare_dataset(o); }), HasSubstr("format 'csv' is unknown"));
   o.format = "text";
   EXPECT_THAT(error_message([&] { prepare_dataset(o); }), HasSubstr("are for instruction data"));
+}
+
+// GPT-2's ids need the uint16 shards' full range (end-of-text is 50256); the mask counts the completion's
+// tokens and its end-of-text.
+TEST(PrepareJsonl, Gpt2TokensAndMask) {
+  const std::string dir_with_files = default_gpt2_tokenizer_dir();
+  if (!fs::exists(fs::path(dir_with_files) / "encoder.json") || !fs::exists(fs::path(dir_with_files) / "vocab.bpe"))
+    GTEST_SKIP() << "GPT-2 tokenizer files not in " << dir_with_files << "; run scripts/fetch_gpt2_tokenizer.sh";
+  TempDir dir;
+  PrepareOptions o = jsonl_options(dir, "{\"prompt\": \"Hello\", \"completion\": \" world\"}\n");
+  o.tokenizer = "gpt2";
+  o.pack = true;
+  const PrepareResult r = prepare_dataset(o);
+  EXPECT_EQ(read_shard(r.train_shards[0], 50257), (std::vector<uint16_t>{50256, 15496, 995, 50256}));
+  EXPECT_EQ(mask_of(r.train_shards[0]), (std::vector<uint8_t>{0, 0, 1, 1}));
 }
 
 // A text prepare over an earlier jsonl one rewrites the shards; their masks, of other tokens, must go.
