@@ -60,8 +60,12 @@ class PhiloxWords {
 // Whether the shard has a target mask, after checking its header against the shard and T.
 bool check_mask_header(const std::string& shard_path, uint64_t shard_tokens, int seq_len) {
   const std::string path = mask_path_for(shard_path);
+  // A mask that cannot be looked for (a directory without search permission) must not read as "no mask",
+  // which would train on the prompts.
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return false;
+  const bool exists = std::filesystem::exists(path, ec);
+  GPT_CHECK(!ec, "cannot check for target mask {}: {}", path, ec.message());
+  if (!exists) return false;
   const MaskInfo mask = read_mask_header(path);
   GPT_CHECK(mask.num_tokens == shard_tokens, "target mask {} covers {} tokens, but token shard {} holds {}", path,
             mask.num_tokens, shard_path, shard_tokens);
