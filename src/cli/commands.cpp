@@ -46,10 +46,14 @@ const std::vector<OptionSpec> kTrainOptions = {
 const std::vector<OptionSpec> kPrepareOptions = {
     {"input", "FILE", "Text file to tokenize (required)."},
     {"out", "DIR", "Directory for train_*.bin and val_*.bin shards (required)."},
-    {"val-fraction", "F", "Fraction of tokens, taken from the end of the text, held out for validation (default 0.1)."},
+    {"val-fraction", "F", "Fraction of tokens (jsonl: of examples), taken from the end, held out for validation (default 0.1)."},
     {"tokenizer", "NAME", "Tokenizer: byte (default) or gpt2."},
     {"tokenizer-path", "DIR", "gpt2: directory of encoder.json + vocab.bpe or vocab.json + merges.txt (default ~/.cache/gpt-train/gpt2)."},
     {"shard-tokens", "N", "Tokens per shard file (default 100000000, as llm.c's prepare scripts write them)."},
+    {"format", "FORMAT", "text (default): one document; jsonl: instruction data, prompts masked out of the loss (README)."},
+    {"seq-len", "T", "jsonl: pad one example per row of T tokens, the model's train.seq_len (the default layout)."},
+    {"pack", "", "jsonl: pack examples back to back instead (no padding, but attention sees across examples)."},
+    {"skip-bad", "", "jsonl: leave out bad lines, each reported with its line number, instead of stopping at the first."},
 };
 
 const std::vector<OptionSpec> kSampleOptions = {
@@ -142,6 +146,11 @@ int run_prepare(const std::vector<std::string>& argv) {
   const int shard_tokens = args.get_int("shard-tokens", static_cast<int>(options.shard_tokens));
   GPT_CHECK(shard_tokens >= 1, "--shard-tokens must be at least 1, got {}", shard_tokens);
   options.shard_tokens = static_cast<size_t>(shard_tokens);
+  options.format = args.get("format", options.format);
+  options.seq_len = args.get_int("seq-len", options.seq_len);
+  GPT_CHECK(!args.has("seq-len") || options.seq_len >= 2, "--seq-len must be at least 2, got {}", options.seq_len);
+  options.pack = args.has("pack");
+  options.skip_bad = args.has("skip-bad");
   prepare_dataset(options);
   return 0;
 }
@@ -253,8 +262,10 @@ std::string train_help() {
          "for every key).\n\noptions:\n" + options_help(kTrainOptions);
 }
 std::string prepare_help() {
-  return "usage: gpt-train prepare --input FILE.txt --out DIR [options]\n\nTokenize a text file into llm.c token "
-         "shards (train and val).\n\noptions:\n" + options_help(kPrepareOptions);
+  return "usage: gpt-train prepare --input FILE.txt --out DIR [options]\n       gpt-train prepare --format jsonl "
+         "--input FILE.jsonl --out DIR (--seq-len T | --pack) [options]\n\nTokenize a text file into llm.c token "
+         "shards (train and val), or instruction data into shards with target masks.\n\noptions:\n" +
+         options_help(kPrepareOptions);
 }
 std::string sample_help() {
   return "usage: gpt-train sample RUN_OR_CHECKPOINT_DIR [options]\n\nGenerate text from a checkpoint (a run "

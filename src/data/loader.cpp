@@ -2,12 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <numeric>
 #include <utility>
 
 #include "core/error.h"
 #include "core/philox.h"
 #include "data/shard.h"
+#include "data/target_mask.h"
 
 namespace gpt {
 
@@ -55,6 +57,25 @@ class PhiloxWords {
   int used_ = 4;
 };
 
+// Whether the shard has a target mask, after checking its header against the shard and T.
+bool check_mask_header(const std::string& shard_path, uint64_t shard_tokens, int seq_len) {
+  const std::string path = mask_path_for(shard_path);
+  // A mask that cannot be looked for (a directory without search permission) must not read as "no mask",
+  // which would train on the prompts.
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path, ec);
+  GPT_CHECK(!ec, "cannot check for target mask {}: {}", path, ec.message());
+  if (!exists) return false;
+  const MaskInfo mask = read_mask_header(path);
+  GPT_CHECK(mask.num_tokens == shard_tokens, "target mask {} covers {} tokens, but token shard {} holds {}", path,
+            mask.num_tokens, shard_path, shard_tokens);
+  GPT_CHECK(mask.row_length == 0 || mask.row_length == static_cast<uint32_t>(seq_len),
+            "target mask {}: its examples were padded to rows of {} tokens (prepare --seq-len {}), but seq_len is {}; "
+            "prepare the data again with --seq-len {}, or with --pack",
+            path, mask.row_length, mask.row_length, seq_len, seq_len);
+  return true;
+}
+
 }  // namespace
 
 std::vector<uint32_t> seeded_permutation(uint32_t n, uint64_t seed, uint32_t stream, uint64_t epoch) {
@@ -77,7 +98,9 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : options_(options) {
 
   const auto window = static_cast<uint64_t>(options.seq_len) + 1;
   for (const std::string& path : expand_shard_glob(options.pattern)) {
+    if (is_mask_path(path)) continue;
     const ShardInfo info = read_shard_header(path);
+    const bool masked = check_mask_header(path, info.num_tokens, options.seq_len);
     if (info.num_tokens < window) {
       spdlog::warn("skipping token shard {}: {} tokens, fewer than one sample of seq_len + 1 = {}", path,
                    info.num_tokens, window);
@@ -85,6 +108,7 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : options_(options) {
     }
     paths_.push_back(path);
     shard_tokens_.push_back(info.num_tokens);
+    shard_masked_.push_back(masked ? 1 : 0);
     shard_samples_.push_back((info.num_tokens - 1) / static_cast<uint64_t>(options.seq_len));
     total_samples_ += shard_samples_.back();
   }
@@ -165,6 +189,11 @@ void DataLoader::fill_batch(std::span<int32_t> inputs, std::span<int32_t> target
         in[t] = src[t];
         tg[t] = src[t + 1];
       }
+      if (!mask_.empty()) {
+        const uint8_t* counted = mask_.data() + sample * T + 1;
+        for (uint64_t t = 0; t < T; ++t)
+          if (counted[t] == 0) tg[t] = -1;
+      }
     }
     ++sample_cursor_;
     ++consumed_;
@@ -188,6 +217,17 @@ void DataLoader::load_shard(uint32_t shard) {
   GPT_CHECK(tokens_.size() == shard_tokens_[shard],
             "token shard {} changed while in use: it now holds {} tokens, {} when the data loader opened it",
             paths_[shard], tokens_.size(), shard_tokens_[shard]);
+  mask_.clear();
+  if (shard_masked_[shard]) {
+    const MaskInfo mask = read_mask(mask_path_for(paths_[shard]), mask_);
+    GPT_CHECK(mask.num_tokens == tokens_.size(),
+              "target mask {} changed while in use: it now covers {} tokens, its token shard holds {}", mask.path,
+              mask.num_tokens, tokens_.size());
+    GPT_CHECK(mask.shard_crc == shard_tokens_crc(tokens_),
+              "target mask {} was written for other tokens than token shard {} holds (CRC-32C {:08x} in the mask, "
+              "{:08x} of the shard): the shard was rewritten without its mask; run gpt-train prepare again",
+              mask.path, paths_[shard], mask.shard_crc, shard_tokens_crc(tokens_));
+  }
   loaded_shard_ = shard;
   spdlog::debug("data loader rank {}: loaded token shard {} ({} tokens)", options_.rank, paths_[shard], tokens_.size());
 }

@@ -12,6 +12,11 @@
 // the same on every machine and standard library. shuffle=false (validation): shards and samples in order.
 //
 // Only one shard is held in memory; a rank loads a shard only when one of its own samples lies in it.
+//
+// Target masks (target_mask.h): a shard with a "<shard>.mask" file next to it yields target -1 wherever the
+// mask of the target token is 0 (instruction data's prompts and padding); a shard without one counts every
+// target. Mask files matched by the pattern are not taken for shards. A mask whose examples were padded to
+// rows of R tokens is only valid with seq_len R, whose windows start where its rows do.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +75,7 @@ class DataLoader {
   std::vector<std::string> paths_;
   std::vector<uint64_t> shard_tokens_;
   std::vector<uint64_t> shard_samples_;
+  std::vector<uint8_t> shard_masked_;  // whether shard i has a target mask
   uint64_t total_samples_ = 0;
   uint64_t global_batch_ = 0;
 
@@ -82,6 +88,7 @@ class DataLoader {
   static constexpr uint64_t kNone = ~uint64_t{0};
   uint64_t loaded_shard_ = kNone;
   std::vector<uint16_t> tokens_;
+  std::vector<uint8_t> mask_;  // the loaded shard's target mask; empty when it has none
   uint64_t order_shard_ = kNone;
   uint64_t order_epoch_ = kNone;
   std::vector<uint32_t> sample_order_;
