@@ -1,6 +1,6 @@
 #include "memory/ledger.h"
 
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
 #include "memory/planner.h"
 
 #include "core/error.h"
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 #include "precision/precision_layout.h"
 #include "precision/recipe.h"
 

@@ -4,7 +4,7 @@
 #include "memory/ledger.h"
 #include "memory/planner.h"
 #include "model/gpt.h"
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 #include "cpu/cpu_backend.h"
 
 #include "test_util.h"
