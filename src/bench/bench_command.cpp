@@ -16,11 +16,13 @@
 #include "cpu/blas_runtime.h"
 #include "data/loader.h"
 #include "memory/arena_usage.h"
+#include "memory/planner.h"
 #include "memory/recompute.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "optim/lr_schedule.h"
 #include "precision/recipe.h"
+#include "train/memory_check.h"
 #include "train/metrics.h"
 
 #include <omp.h>
@@ -282,11 +284,12 @@ int run(const std::vector<std::string>& argv) {
     return ms;
   };
   // The first step (warm-up or timed; poisoning and scanning are outside its timing) also measures
-  // what it wrote of the activation arena, to set beside the plan.
-  const uint64_t planned_activations = model.activation_plan().total_bytes();
+  // what it wrote of the activation arena and what the backend holds for itself, to set beside the ledger.
+  const MemoryLedger planned = ledger_for(config, policy, B, prof.capabilities());
   poison_arena(model.activation_arena(), prof);
   const double first_ms = step();
-  const uint64_t measured_activations = written_bytes(model.activation_arena(), prof);
+  const MeasuredMemory measured = measure_step_memory(model.activation_arena(), prof);
+  const PlannedVsMeasured memory = compare_with_ledger(planned, measured);
   for (int i = 1; i < warmup; ++i) step();
   prof.reset();
   model.reset_flops();
@@ -302,9 +305,7 @@ int run(const std::vector<std::string>& argv) {
   const double recompute_per_step = model.flops().recompute / steps;
   fmt::print("\nsteps      {} warm-up, {} timed; load average at end: {}; last loss {:.4f}\n", warmup, steps, load_end,
              last_loss);
-  fmt::print("activations planned {} ({} B), measured {} ({} B): {}\n", format_bytes(planned_activations),
-             planned_activations, format_bytes(measured_activations), measured_activations,
-             planned_activations == measured_activations ? "equal" : "DIFFERENT (the ledger is wrong: a bug)");
+  for (const std::string& line : memory.lines) fmt::print("memory     {}\n", line);
   fmt::print("ms/step    mean {:.1f} | median {:.1f} | min {:.1f} | max {:.1f}\n", times.mean(), times.median(),
              times.min(), times.max());
   fmt::print("cpu        {:.1f} ms of CPU time per step: {:.2f} of {} threads busy on average (fewer than the threads: "
@@ -396,8 +397,10 @@ int run(const std::vector<std::string>& argv) {
         .add("steps", static_cast<int64_t>(steps))
         .add("tokens_per_step", step_tokens)
         .add("recompute", policy.describe())
-        .add("planned_activation_bytes", static_cast<int64_t>(planned_activations))
-        .add("measured_activation_bytes", static_cast<int64_t>(measured_activations))
+        .add("planned_activation_bytes", static_cast<int64_t>(planned.activations()))
+        .add("measured_activation_bytes", static_cast<int64_t>(measured.activations))
+        .add("planned_backend_workspace_bytes", static_cast<int64_t>(planned.backend_workspace))
+        .add("measured_backend_workspace_bytes", static_cast<int64_t>(measured.backend_workspace))
         .add("ms_per_step", times.mean())
         .add("ms_per_step_median", times.median())
         .add("tokens_per_s", static_cast<double>(step_tokens) / mean_s)

@@ -104,12 +104,12 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   const TrainConfig& t = config_.train;
   backend_ = make_backend(parse_backend_kind(t.backend), threads_per_rank(t.threads, comm_->local_size()));
   contention_ = std::make_unique<ContentionMonitor>(omp_get_max_threads());
+  backend_planned_ = backend_->capabilities();
   RecomputePolicy policy = resolve_recompute(config_.recompute, config_.model.n_layer);
   if (!config_.memory.budget.empty()) {
     const auto budget = parse_byte_size(config_.memory.budget);
     GPT_CHECK(budget.has_value(), "memory.budget: '{}' is not a size; write e.g. 8GiB or 512MiB", config_.memory.budget);
-    const MemoryChoice choice = choose_memory_plan(config_, *budget, backend_->attention_keeps_probs(),
-                                                   backend_->stores_low_precision());
+    const MemoryChoice choice = choose_memory_plan(config_, *budget, backend_planned_);
     spdlog::info("{}", choice.reason);
     config_.precision.recipe = choice.recipe;
     config_.train.batch_size = choice.batch_size;
@@ -122,7 +122,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   recipe_.validate(config_.model.n_layer);
   if (backend_->name() == "cpu")
     if (const auto host = host_memory())
-      check_fits_host_memory(ledger_for(config_, policy, t.batch_size, backend_->attention_keeps_probs()), *host);
+      check_fits_host_memory(ledger_for(config_, policy, t.batch_size, backend_planned_), *host);
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy, recipe_);
   if (recipe_.uses_loss_scaling()) scaler_.emplace(recipe_.loss_scale);
   dp_ = std::make_unique<DataParallel>(*model_, *comm_, config_.dist.zero);
@@ -225,8 +225,7 @@ void Trainer::log_start() const {
   const TrainConfig& t = config_.train;
   spdlog::debug("resolved configuration:\n{}", config_yaml_);
   const int world = comm_->world_size();
-  MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size,
-                                   backend_->attention_keeps_probs());
+  MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size, backend_planned_);
   if (world > 1) {
     if (dp_->zero_stage() == 1)
       spdlog::info("ZeRO-1: this rank keeps AdamW state for {} of {} parameters: {} instead of {}",
@@ -250,9 +249,10 @@ void Trainer::log_start() const {
   spdlog::info("batch: {} micro-batches x {} ranks x {} sequences x {} tokens = {} tokens per step; {} steps",
                t.grad_accum_steps, world, t.batch_size, t.seq_len,
                static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size * t.seq_len, t.steps);
-  spdlog::info("memory: {} (parameters {}, gradients {}, AdamW {}, activations {}); precision {}, recompute {}",
+  spdlog::info("memory: {} (parameters {}, gradients {}, AdamW {}, activations {}{}); precision {}, recompute {}",
                format_bytes(ledger.total()), format_bytes(ledger.parameters + ledger.compute_weights),
                format_bytes(ledger.gradients), format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
+               ledger.backend_workspace > 0 ? ", backend workspace " + format_bytes(ledger.backend_workspace) : "",
                config_.precision.recipe, model_->activation_plan().policy.describe());
   spdlog::info("run directory: {} (config.yaml, ledger.txt, metrics.jsonl, checkpoints/)", config_.log.run_dir);
 }
@@ -463,11 +463,14 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
     const StepResult r = train_step(inputs_, targets_);
     if (r.nonfinite.empty() || t.on_nonfinite != "stop") good = train_loader_->position();
     if (measure) {
-      const uint64_t planned = model_->activation_plan().total_bytes();
-      const uint64_t measured = written_bytes(model_->activation_arena(), *backend_);
-      summary.measured_activation_bytes = measured;
-      if (measured == planned) spdlog::debug("activations: planned {}, measured {} (equal)", format_bytes(planned), format_bytes(measured));
-      else spdlog::warn("activations: planned {}, measured {}: the ledger is wrong (a bug)", format_bytes(planned), format_bytes(measured));
+      const MeasuredMemory measured = measure_step_memory(model_->activation_arena(), *backend_);
+      summary.measured_activation_bytes = measured.activations;
+      const PlannedVsMeasured check = compare_with_ledger(
+          ledger_for(config_, model_->activation_plan().policy, t.batch_size, backend_planned_), measured);
+      for (const std::string& line : check.lines) {
+        if (check.equal) spdlog::debug("{}", line);
+        else spdlog::warn("{}", line);
+      }
     }
     if (!r.nonfinite.empty() && t.on_nonfinite == "stop") {
       summary.status = TrainStatus::NonFinite;

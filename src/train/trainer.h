@@ -102,6 +102,7 @@ class Trainer {
   std::unique_ptr<Communicator> own_comm_;
   Communicator* comm_ = nullptr;
   std::unique_ptr<Backend> backend_;
+  BackendCapabilities backend_planned_;  // as the backend reported them when the memory was planned
   std::unique_ptr<GPT> model_;
   std::unique_ptr<DataParallel> dp_;
   std::function<void(int)> reduce_hook_;  // GPT::backward's hook in the last micro-batch of a step

@@ -23,7 +23,7 @@ Config ledger_config(const std::string& recipe) {
   return c;
 }
 
-MemoryLedger ledger(const Config& c) { return ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), 2, true); }
+MemoryLedger ledger(const Config& c) { return ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), 2, BackendCapabilities{}); }
 
 TEST(PrecisionLedger, Fp8InputsWeightsAndGradientBufferAreCountedAtOneByte) {
   const Config bf16 = ledger_config("bf16");
