@@ -1,33 +1,29 @@
-// gpt-train bench: builds the configured model, optimizer and data (the train shards, or seeded random
-// tokens when there are none) on a ProfilingBackend around the configured backend, measures the GEMM peak
-// (gemm_peak.h), runs warm-up steps and then timed steps the way Trainer::train_step does (zero the
-// gradients; forward and backward per micro-batch; the global gradient norm; AdamW), and prints a report
-// on stdout: ms/step, tokens/s, model FLOPs utilisation, the time of each op family and each GEMM shape.
-// The data of a step is fetched before its clock starts, as in the trainer.
+// gpt-train bench: builds the configured model, optimizer and data on a ProfilingBackend around the
+// configured backend (bench_session.h), measures the GEMM peak (gemm_peak.h), runs warm-up steps and then
+// timed steps with the trainer's own step runner (micro-batches, the target-token normalisation, the
+// gradient reduction, the loss scaler, clipping, AdamW), and prints a report on stdout: ms/step, tokens/s,
+// model FLOPs utilisation, the time of each op family and each GEMM shape, and the first step's memory
+// beside the ledger's.
 #include "bench/bench_command.h"
 
 #include "backend/backend.h"
 #include "backend/profiling_backend.h"
+#include "bench/bench_session.h"
 #include "bench/flops.h"
 #include "bench/gemm_peak.h"
 #include "cli/args.h"
 #include "config/config_loader.h"
-#include "core/random.h"
 #include "cpu/blas_runtime.h"
-#include "data/loader.h"
 #include "memory/arena_usage.h"
+#include "memory/planner.h"
 #include "memory/recompute.h"
-#include "model/gpt.h"
-#include "optim/adamw.h"
-#include "optim/lr_schedule.h"
-#include "precision/recipe.h"
+#include "train/memory_check.h"
 #include "train/metrics.h"
 
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -117,49 +113,6 @@ struct StepTimes {
   double max() const { return *std::max_element(ms.begin(), ms.end()); }
 };
 
-// Micro-batches from the train shards, or seeded random tokens when there are none.
-class BenchData {
- public:
-  BenchData(const Config& config, int batch, int seq_len) {
-    DataLoaderOptions options;
-    options.pattern = config.data.train;
-    options.batch_size = batch;
-    options.seq_len = seq_len;
-    options.vocab_size = config.model.vocab_size;
-    options.shuffle = true;
-    options.seed = config.train.seed;
-    try {
-      loader_ = std::make_unique<DataLoader>(options);
-      description_ = fmt::format("{} ({} shards, {} samples of {} tokens)", config.data.train,
-                                 loader_->shard_paths().size(), loader_->num_samples(), seq_len);
-    } catch (const Error& e) {
-      description_ = fmt::format("random tokens (uniform over the {} ids, seeded): the train data could not be read: {}",
-                                 config.model.vocab_size, e.what());
-      rng_.emplace(config.train.seed, 0x62656e63u);
-      vocab_ = static_cast<uint32_t>(config.model.vocab_size);
-    }
-  }
-
-  const std::string& description() const { return description_; }
-
-  void next(std::span<int32_t> inputs, std::span<int32_t> targets) {
-    if (loader_) {
-      loader_->next_batch(inputs, targets);
-      return;
-    }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      inputs[i] = static_cast<int32_t>(rng_->next_u32() % vocab_);
-      targets[i] = static_cast<int32_t>(rng_->next_u32() % vocab_);
-    }
-  }
-
- private:
-  std::unique_ptr<DataLoader> loader_;
-  std::optional<HostRng> rng_;
-  uint32_t vocab_ = 1;
-  std::string description_;
-};
-
 int run(const std::vector<std::string>& argv) {
   ParsedArgs args = parse_args("bench", argv, kBenchOptions);
   GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train bench CONFIG.yaml [--steps N] [--warmup N] [--set key=value ...]");
@@ -172,38 +125,25 @@ int run(const std::vector<std::string>& argv) {
   const std::string load_start = load_average();
   const double load_start_1min = load_1min();
 
-  const TrainConfig& t = config.train;
-  const int B = t.batch_size, T = t.seq_len;
-  int K = t.grad_accum_steps;
-  if (t.global_batch_tokens > 0) {
-    const int64_t micro = static_cast<int64_t>(B) * T;
-    GPT_CHECK(t.global_batch_tokens % micro == 0, "train.global_batch_tokens = {} is not a multiple of B x T = {}",
-              t.global_batch_tokens, micro);
-    K = static_cast<int>(t.global_batch_tokens / micro);
-  }
-  const int64_t micro_tokens = static_cast<int64_t>(B) * T, step_tokens = micro_tokens * K;
+  BenchSession session(std::move(config));
+  const Config& cfg = session.config();
+  const TrainConfig& t = cfg.train;
+  const int B = t.batch_size, T = t.seq_len, K = t.grad_accum_steps;
+  const int64_t step_tokens = session.tokens_per_step();
+  GPT& model = session.model();
+  ProfilingBackend& prof = session.profiler();
+  const RecomputePolicy& policy = session.policy();
 
-  std::unique_ptr<Backend> backend = make_backend(parse_backend_kind(t.backend), t.threads);
-  ProfilingBackend prof(*backend);
-  const RecomputePolicy policy = resolve_recompute(config.recompute, config.model.n_layer);
-  // The recipe's emulation work is timed too (fp16 without loss scaling: its values, not its time, differ).
-  const PrecisionRecipe recipe = precision_recipe(config.precision);
-  GPT model(config.model, B, T, prof, DType::F32, policy, recipe);
-  model.init_weights(t.seed);
-  AdamW optimizer(config.optim, model.parameter_layout(), prof);
-  BenchData data(config, B, T);
-  std::vector<int32_t> inputs(static_cast<size_t>(step_tokens)), targets(inputs.size());
-
-  const ModelConfig& mc = config.model;
+  const ModelConfig& mc = cfg.model;
   const ModelFlops flops = model_flops(mc, T);
   const double model_flops_per_step = flops.per_token() * static_cast<double>(step_tokens);
-  const bool cpu = backend->device() == Device::CPU;
+  const bool cpu = session.backend().device() == Device::CPU;
 
   fmt::print("gpt-train bench {}\n\n", args.positionals[0]);
   fmt::print("model      L{} C{} NH{} V{} (padded to {}), T{}: {} parameters, FP32 masters, precision {}; recompute: {}\n", mc.n_layer, mc.n_embd,
-             mc.n_head, mc.vocab_size, mc.padded_vocab_size(), T, group_digits(model.num_parameters()), config.precision.recipe, policy.describe());
+             mc.n_head, mc.vocab_size, mc.padded_vocab_size(), T, group_digits(model.num_parameters()), cfg.precision.recipe, policy.describe());
   fmt::print("batch      {} micro-batch(es) x B{} x T{} = {} tokens per step\n", K, B, T, step_tokens);
-  fmt::print("data       {}\n", data.description());
+  fmt::print("data       {}\n", session.data_description());
   fmt::print("machine    {}, {} cores online; load average (1/5/15 min) at start: {}\n", cpu_model(), omp_get_num_procs(),
              load_start);
   if (cpu) {
@@ -216,7 +156,7 @@ int run(const std::vector<std::string>& argv) {
     fmt::print("           OMP_PROC_BIND={}, OMP_PLACES={} (omp_get_proc_bind(): {})\n", env_or_unset("OMP_PROC_BIND"),
                env_or_unset("OMP_PLACES"), proc_bind_name(omp_get_proc_bind()));
   } else {
-    fmt::print("backend    {}\n", backend->name());
+    fmt::print("backend    {}\n", session.backend().name());
   }
 
   fmt::print("\nmodel FLOPs per token: 6N = 6 x {} = {:.1f} MFLOP (N: every parameter but the position embedding, "
@@ -249,44 +189,19 @@ int run(const std::vector<std::string>& argv) {
     fmt::print("\nmatrix-product peak: not measured ({})\n", cpu ? "--peak-reps 0" : "cblas_sgemm measures the CPU only");
   }
 
-  // Steps.
-  int64_t step_index = 0;
-  double last_loss = 0.0;
+  // Steps: the trainer's (step_runner.h). The first one (warm-up or timed; poisoning and scanning are outside
+  // its timing) also measures what it wrote of the activation arena and what the backend holds for itself,
+  // to set beside the ledger.
+  StepResult last;
   auto step = [&]() -> double {
-    const size_t micro = static_cast<size_t>(micro_tokens);
-    for (int k = 0; k < K; ++k)
-      data.next(std::span(inputs).subspan(k * micro, micro), std::span(targets).subspan(k * micro, micro));
-    const auto start = std::chrono::steady_clock::now();
-    const float dloss = static_cast<float>(1.0 / static_cast<double>(step_tokens));
-    model.zero_grads();
-    double loss_sum = 0.0;
-    for (int k = 0; k < K; ++k) {
-      const StepContext ctx{t.seed, static_cast<uint32_t>(step_index), static_cast<uint32_t>(k), true};
-      model.forward(std::span<const int32_t>(inputs).subspan(k * micro, micro),
-                    std::span<const int32_t>(targets).subspan(k * micro, micro), B, T, ctx, dloss);
-      loss_sum += model.loss_sum();
-      model.backward(ctx);
-    }
-    if (Fp8State* fp8 = model.fp8()) {
-      Fp8StepStats stats;
-      fp8->update_scales(fp8->finish_step(stats));
-    }
-    const double norm = std::sqrt(model.gradient_norm_squared());
-    const double clip = config.optim.grad_clip;
-    const double lr = learning_rate(config.optim, static_cast<int>(step_index), t.steps);
-    optimizer.step(model.parameter_arena(), model.gradient_arena(), lr, clip > 0.0 && norm > clip ? clip / norm : 1.0);
-    prof.synchronize();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    last_loss = loss_sum / static_cast<double>(step_tokens);
-    ++step_index;
-    return ms;
+    last = session.step();
+    return last.ms;
   };
-  // The first step (warm-up or timed; poisoning and scanning are outside its timing) also measures
-  // what it wrote of the activation arena, to set beside the plan.
-  const uint64_t planned_activations = model.activation_plan().total_bytes();
+  const MemoryLedger planned = ledger_for(cfg, policy, B, session.backend().capabilities());
   poison_arena(model.activation_arena(), prof);
   const double first_ms = step();
-  const uint64_t measured_activations = written_bytes(model.activation_arena(), prof);
+  const MeasuredMemory measured = measure_step_memory(model.activation_arena(), prof);
+  const PlannedVsMeasured memory = compare_with_ledger(planned, measured);
   for (int i = 1; i < warmup; ++i) step();
   prof.reset();
   model.reset_flops();
@@ -300,11 +215,9 @@ int run(const std::vector<std::string>& argv) {
   const double mean_s = times.mean() / 1e3;
   const double achieved = model_flops_per_step / mean_s;
   const double recompute_per_step = model.flops().recompute / steps;
-  fmt::print("\nsteps      {} warm-up, {} timed; load average at end: {}; last loss {:.4f}\n", warmup, steps, load_end,
-             last_loss);
-  fmt::print("activations planned {} ({} B), measured {} ({} B): {}\n", format_bytes(planned_activations),
-             planned_activations, format_bytes(measured_activations), measured_activations,
-             planned_activations == measured_activations ? "equal" : "DIFFERENT (the ledger is wrong: a bug)");
+  fmt::print("\nsteps      {} warm-up, {} timed; load average at end: {}; last loss {:.4f}, gradient norm {:.4f}{}\n",
+             warmup, steps, load_end, last.loss, last.grad_norm, last.applied ? "" : " (update not applied)");
+  for (const std::string& line : memory.lines) fmt::print("memory     {}\n", line);
   fmt::print("ms/step    mean {:.1f} | median {:.1f} | min {:.1f} | max {:.1f}\n", times.mean(), times.median(),
              times.min(), times.max());
   fmt::print("cpu        {:.1f} ms of CPU time per step: {:.2f} of {} threads busy on average (fewer than the threads: "
@@ -396,8 +309,12 @@ int run(const std::vector<std::string>& argv) {
         .add("steps", static_cast<int64_t>(steps))
         .add("tokens_per_step", step_tokens)
         .add("recompute", policy.describe())
-        .add("planned_activation_bytes", static_cast<int64_t>(planned_activations))
-        .add("measured_activation_bytes", static_cast<int64_t>(measured_activations))
+        .add("planned_activation_bytes", static_cast<int64_t>(planned.activations()))
+        .add("measured_activation_bytes", static_cast<int64_t>(measured.activations))
+        .add("planned_backend_workspace_bytes", static_cast<int64_t>(planned.backend_workspace))
+        .add("measured_backend_workspace_bytes", static_cast<int64_t>(measured.backend_workspace))
+        .add("last_loss", last.loss)
+        .add("last_grad_norm", last.grad_norm)
         .add("ms_per_step", times.mean())
         .add("ms_per_step_median", times.median())
         .add("tokens_per_s", static_cast<double>(step_tokens) / mean_s)

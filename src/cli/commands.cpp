@@ -234,7 +234,7 @@ int run_plan(const std::vector<std::string>& argv) {
     GPT_CHECK(budget.has_value(), "--budget: '{}' is not a size; write e.g. 8GiB or 512MiB", budget_text);
   }
   auto backend = make_backend(parse_backend_kind(config.train.backend), 1);
-  std::cout << plan_report(config, budget, backend->attention_keeps_probs());
+  std::cout << plan_report(config, budget, backend->capabilities());
   return 0;
 }
 

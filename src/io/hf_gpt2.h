@@ -1,5 +1,5 @@
 // Hugging Face GPT-2 checkpoints (transformers' GPT2LMHeadModel: model.safetensors + config.json) to and
-// from our parameter layout (llm.c's order, model/parameters.h).
+// from our parameter layout (llm.c's order, layout/parameter_layout.h).
 //
 // Names, with or without the "transformer." prefix: wte.weight [V,C], wpe.weight [T,C], h.N.ln_1.{weight,bias},
 // h.N.attn.c_attn.{weight [C,3C], bias}, h.N.attn.c_proj.{weight [C,C], bias}, h.N.ln_2.*,

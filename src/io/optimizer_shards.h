@@ -11,7 +11,7 @@
 #pragma once
 
 #include "io/binary_file.h"
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 #include "optim/adamw.h"
 
 #include <string>

@@ -35,4 +35,8 @@ uint64_t written_bytes(Arena& arena, Backend& backend) {
   return total;
 }
 
+MeasuredMemory measure_step_memory(Arena& activations, Backend& backend) {
+  return {written_bytes(activations, backend), backend.capabilities().reserved_device_bytes};
+}
+
 }  // namespace gpt

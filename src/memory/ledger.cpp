@@ -1,6 +1,6 @@
 #include "memory/ledger.h"
 
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 
 #include <fmt/format.h>
 
@@ -21,6 +21,7 @@ std::string MemoryLedger::table() const {
   row("optimizer state (AdamW m, v)", optimizer);
   for (int u = 0; u < kActivationUses; ++u) row(std::string("activations: ") + activation_use_name(static_cast<ActivationUse>(u)), activation[u]);
   row("communication buffers", communication);
+  row("backend workspace", backend_workspace);
   row("total", total());
   return s;
 }

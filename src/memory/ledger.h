@@ -1,6 +1,7 @@
 // The memory ledger: every byte a run will hold, by component, computed from the config before
 // anything is allocated. Parameters, gradients and AdamW moments come from the parameter layout;
-// activations from the activation plan, which is also the activation arena's layout.
+// activations from the activation plan, which is also the activation arena's layout; the backend's own
+// workspace from what the backend says it reserved (BackendCapabilities::reserved_device_bytes).
 #pragma once
 
 #include "config/config.h"
@@ -18,9 +19,14 @@ struct MemoryLedger {
   uint64_t gradients = 0;
   uint64_t optimizer = 0;  // AdamW m and v
   uint64_t activation[kActivationUses] = {};
-  uint64_t communication = 0;  // gradient buckets of data parallelism; none yet
+  uint64_t communication = 0;  // gradient buckets of data parallelism
+  // Held by the backend itself outside the arenas from its construction on: a GPU's matrix-product
+  // workspace and op scratch (0 on the CPU).
+  uint64_t backend_workspace = 0;
   uint64_t activations() const;
-  uint64_t total() const { return parameters + compute_weights + gradients + optimizer + activations() + communication; }
+  uint64_t total() const {
+    return parameters + compute_weights + gradients + optimizer + activations() + communication + backend_workspace;
+  }
   // One line per component.
   std::string table() const;
 };

@@ -6,7 +6,7 @@
 
 namespace gpt {
 
-std::string plan_report(const Config& config, std::optional<uint64_t> budget, bool keeps_probs) {
+std::string plan_report(const Config& config, std::optional<uint64_t> budget, const BackendCapabilities& backend) {
   const ModelConfig& m = config.model;
   const int B = config.train.batch_size, T = config.train.seq_len;
   const RecomputePolicy configured = resolve_recompute(config.recompute, m.n_layer);
@@ -19,11 +19,11 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, bo
       "memory plan: L{} C{} NH{} Vp{}, micro-batch {} x {} (x{} accumulation), precision {}, attention {} scores\n\n",
       m.n_layer, m.n_embd, m.n_head, m.padded_vocab_size(), B, T, config.train.grad_accum_steps,
       config.precision.recipe == "fp32" ? std::string("FP32") : config.precision.recipe,
-      keeps_probs ? "materialises" : "does not store");
+      backend.attention_keeps_probs ? "materialises" : "does not store");
   out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9}{}\n", "recompute", "params", "grads", "optimizer",
                      "activations", "total", "extra fwd", budget ? "  fits " + format_bytes(*budget) : "");
   for (const RecomputePolicy& p : rows) {
-    const MemoryLedger l = ledger_for(config, p, B, keeps_probs);
+    const MemoryLedger l = ledger_for(config, p, B, backend);
     const StepFlops f = step_flops(m, B, T, p);
     const bool is_configured = p.describe() == configured.describe();
     out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.1f}%{}\n",
@@ -32,15 +32,20 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, bo
                        format_bytes(l.total()), 100.0 * f.overhead(),
                        budget ? (l.total() <= *budget ? "  yes" : "  no") : "");
   }
-  const MemoryLedger ledger = ledger_for(config, configured, B, keeps_probs);
+  const MemoryLedger ledger = ledger_for(config, configured, B, backend);
   out += fmt::format("\n* configured ({}): {} in total\n{}", configured.describe(), format_bytes(ledger.total()),
                      ledger.table());
   out += "\nextra fwd: forward FLOPs recomputed per step as a share of a plain step (forward + backward),\n"
          "counting matrix products and attention; GELU and LayerNorm recomputation cost no such FLOPs.\n";
+  if (ledger.backend_workspace > 0)
+    out += fmt::format("total: every row includes the {} of device memory the backend reserves for itself (its\n"
+                       "matrix-product workspace and op scratch), the same whatever the plan.\n",
+                       format_bytes(ledger.backend_workspace));
   if (config.precision.recipe != "fp32")
-    out += fmt::format("precision {}: activations and the compute copy of the weights are counted at 2 bytes, as the\n"
-                       "GPU holds them (params: FP32 masters plus that copy); the CPU backend emulates the rounding in\n"
-                       "FP32 storage, so on the CPU they take the FP32 sizes.\n",
+    out += fmt::format("precision {}: every tensor is counted at the size of its format (src/precision/precision_layout.h):\n"
+                       "activations at 2 bytes (1 for an FP8 block's linear inputs), the compute copy of the weights\n"
+                       "beside the FP32 masters (params), gradients in precision.grad_dtype; every backend, the CPU\n"
+                       "included, stores them at those sizes.\n",
                        config.precision.recipe);
   return out;
 }

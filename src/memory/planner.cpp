@@ -1,7 +1,7 @@
 #include "memory/planner.h"
 
 #include "core/error.h"
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 #include "precision/precision_layout.h"
 #include "precision/recipe.h"
 
@@ -9,18 +9,21 @@
 
 namespace gpt {
 
-MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int batch_size, bool keeps_probs) {
+MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int batch_size,
+                        const BackendCapabilities& backend) {
   // Every tensor at the size of the format the precision layout gives it, which is what every backend
   // allocates: activations, the compute copy of the weights (E4M3 for FP8 blocks' linear weights) and the
   // gradients in precision.grad_dtype. Masters and AdamW state stay FP32. (The transposed FP8 copies a
   // Hopper FP8 product needs in backward are a CUDA workspace, not planned here yet.)
   const PrecisionLayout precision(precision_recipe(config.precision), config.model.n_layer);
   const ActivationPlan plan =
-      plan_activations(config.model, precision, {batch_size, config.train.seq_len}, keeps_probs, policy);
+      plan_activations(config.model, precision, {batch_size, config.train.seq_len}, backend.attention_keeps_probs,
+                       policy);
   MemoryLedger ledger = memory_ledger(config.model, plan, DType::F32);
   const ParameterLayout masters(config.model, DType::F32);
   if (precision.compute_weights()) ledger.compute_weights = compute_weights_layout(masters, precision).total_bytes();
   ledger.gradients = ParameterLayout(config.model, precision.gradient()).arena_layout().total_bytes();
+  ledger.backend_workspace = backend.reserved_device_bytes;
   return ledger;
 }
 
@@ -47,7 +50,7 @@ std::vector<RecomputePolicy> standard_policies(int n_layer) {
   return out;
 }
 
-MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, bool keeps_probs, bool may_lower_precision) {
+MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, const BackendCapabilities& backend) {
   const int L = config.model.n_layer;
   const int sequences = config.train.batch_size * config.train.grad_accum_steps;
   std::vector<RecomputePolicy> order;
@@ -67,7 +70,7 @@ MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, bool keep
   // Lowering the precision changes the numerics least of the levers (bf16 keeps FP32's range and needs no
   // loss scaling), so it is tried first at each micro-batch size; the configured recipe still wins a tie.
   std::vector<std::string> recipes = {config.precision.recipe};
-  if (may_lower_precision && config.precision.recipe == "fp32") recipes.push_back("bf16");
+  if (backend.stores_low_precision && config.precision.recipe == "fp32") recipes.push_back("bf16");
   MemoryChoice smallest;
   bool have_smallest = false;
   for (const RecomputePolicy& policy : order) {
@@ -76,7 +79,7 @@ MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, bool keep
       for (const std::string& recipe : recipes) {
         Config candidate = config;
         candidate.precision.recipe = recipe;
-        MemoryLedger ledger = ledger_for(candidate, policy, b, keeps_probs);
+        MemoryLedger ledger = ledger_for(candidate, policy, b, backend);
         if (ledger.total() <= budget) {
           MemoryChoice c{b, sequences / b, policy, recipe, ledger, ""};
           const std::string why =

@@ -4,6 +4,7 @@
 // recomputation; then full recomputation with the smallest segment length k that fits.
 #pragma once
 
+#include "backend/backend.h"
 #include "config/config.h"
 #include "memory/ledger.h"
 
@@ -21,12 +22,15 @@ struct MemoryChoice {
   std::string reason;
 };
 
-// The ledger of the config as given (its own batch and recompute policy).
-MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int batch_size, bool keeps_probs);
+// The ledger of the config with this micro-batch and recompute policy on a backend with these
+// capabilities: whether attention keeps its probabilities, and the workspace the backend reserves.
+MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int batch_size,
+                        const BackendCapabilities& backend);
 
-// Throws gpt::Error naming the smallest budget that would work when nothing fits.
-// may_lower_precision: Backend::stores_low_precision().
-MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, bool keeps_probs, bool may_lower_precision);
+// Throws gpt::Error naming the smallest budget that would work when nothing fits. The precision is lowered
+// only on a backend that stores narrow formats at their size (stores_low_precision); every candidate counts
+// the backend's workspace, which no choice shrinks.
+MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, const BackendCapabilities& backend);
 
 // The policies the plan table compares: none, selective per op and all, full every 1 and every auto.
 std::vector<RecomputePolicy> standard_policies(int n_layer);

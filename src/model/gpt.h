@@ -7,7 +7,7 @@
 #include "config/config.h"
 #include "core/arena.h"
 #include "memory/activation_plan.h"
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 #include "precision/fp8_state.h"
 #include "precision/precision_layout.h"
 #include "precision/recipe.h"

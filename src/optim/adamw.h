@@ -7,7 +7,7 @@
 #include "backend/backend.h"
 #include "config/config.h"
 #include "core/arena.h"
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 
 #include <span>
 #include <vector>

@@ -86,7 +86,7 @@ class PrecisionLayout {
   // The format the producer of block tensor t writes before the cast into t's own format; equal to
   // block(l, t).dtype when the store is fused into the producing op.
   DType source(int l, BlockTensor t) const;
-  // The compute copy of parameter `name` (llm.c's names, parameters.h) in block l (any l for the
+  // The compute copy of parameter `name` (llm.c's names, layout/parameter_layout.h) in block l (any l for the
   // tensors outside the blocks).
   TensorFormat compute_weight(std::string_view name, int l) const;
   // The output gradient of block l's linear layer as its backward products read it.

@@ -47,14 +47,6 @@ bool PrecisionRecipe::layer_uses_fp8(int layer, int n_layer) const {
   return true;
 }
 
-DType PrecisionRecipe::forward_gemm_dtype(int layer, int n_layer) const {
-  return layer_uses_fp8(layer, n_layer) ? DType::E4M3 : compute_dtype();
-}
-
-DType PrecisionRecipe::backward_gemm_dtype(int layer, int n_layer) const {
-  return layer_uses_fp8(layer, n_layer) && fp8.backward == Fp8Backward::E5M2 ? DType::E5M2 : compute_dtype();
-}
-
 void PrecisionRecipe::validate(int n_layer) const {
   GPT_CHECK(grad_dtype == DType::F32 || grad_dtype == compute_dtype(),
             "precision.grad_dtype {} must be f32 or the recipe's compute dtype {} (recipe {})", dtype_name(grad_dtype),

@@ -46,14 +46,10 @@ struct PrecisionRecipe {
   LossScalerConfig loss_scale;    // fp16 only
   Fp8Recipe fp8;                  // fp8 only
 
-  // Activations and the non-FP8 matrix products: F32, BF16, F16; BF16 for fp8.
+  // Activations and the non-FP8 matrix products: F32, BF16, F16; BF16 for fp8. Which format each tensor
+  // takes (an FP8 block's operands E4M3, output gradients E5M2, ...) is the precision layout's to say
+  // (precision_layout.h), from this and layer_uses_fp8.
   DType compute_dtype() const;
-  // Operands of a linear layer's forward product in block `layer` of n_layer: E4M3 where FP8 applies,
-  // else compute_dtype().
-  DType forward_gemm_dtype(int layer, int n_layer) const;
-  // The output gradient's format in that layer's backward products: E5M2 (fp8, backward e5m2, not a
-  // bf16 layer), else compute_dtype(). The other operand keeps its forward format (E4M3) when FP8.
-  DType backward_gemm_dtype(int layer, int n_layer) const;
   // Whether block `layer` of n_layer runs its linear layers in FP8.
   bool layer_uses_fp8(int layer, int n_layer) const;
   bool uses_loss_scaling() const { return recipe == RecipeKind::Fp16; }
@@ -63,8 +59,9 @@ struct PrecisionRecipe {
   void validate(int n_layer) const;
 };
 
-// The recipe of a run's precision section (bf16 and fp16 with FP32 gradients; see PrecisionConfig).
-// The scaler's max_scale is raised to the initial scale when that is larger.
+// The recipe of a run's precision section (see PrecisionConfig): gradients in precision.grad_dtype, the
+// FP8 settings from precision.fp8.*. The scaler's max_scale is raised to the initial scale when that is
+// larger (and its min_scale lowered to it when that is smaller).
 PrecisionRecipe precision_recipe(const PrecisionConfig& config);
 
 }  // namespace gpt

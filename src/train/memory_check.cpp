@@ -3,6 +3,8 @@
 #include "core/error.h"
 #include "memory/recompute.h"
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <string>
 
@@ -24,13 +26,28 @@ std::optional<HostMemory> host_memory() {
 
 void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory& host) {
   GPT_CHECK(ledger.total() <= host.available,
-            "the run needs {} (parameters {}, gradients {}, AdamW {}, activations {}{}), more than the {} this machine "
+            "the run needs {} (parameters {}, gradients {}, AdamW {}, activations {}{}{}), more than the {} this machine "
             "has available ({} in all); make the model or train.batch_size smaller, or set recompute.mode: full or a "
             "memory.budget (gpt-train plan CONFIG shows each choice's memory)",
             format_bytes(ledger.total()), format_bytes(ledger.parameters + ledger.compute_weights),
             format_bytes(ledger.gradients), format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
             ledger.communication > 0 ? ", communication " + format_bytes(ledger.communication) : "",
+            ledger.backend_workspace > 0 ? ", backend workspace " + format_bytes(ledger.backend_workspace) : "",
             format_bytes(host.available), format_bytes(host.total));
+}
+
+PlannedVsMeasured compare_with_ledger(const MemoryLedger& planned, const MeasuredMemory& measured) {
+  PlannedVsMeasured out;
+  auto line = [&](const char* what, uint64_t p, uint64_t m) {
+    out.equal &= p == m;
+    out.lines.push_back(fmt::format("{}: planned {} ({} B), measured {} ({} B): {}", what, format_bytes(p), p,
+                                    format_bytes(m), m, p == m ? "equal" : "DIFFERENT (the ledger is wrong: a bug)"));
+  };
+  line("activations", planned.activations(), measured.activations);
+  line("backend workspace", planned.backend_workspace, measured.backend_workspace);
+  line("activations + backend workspace", planned.activations() + planned.backend_workspace,
+       measured.activations + measured.backend_workspace);
+  return out;
 }
 
 }  // namespace gpt

@@ -3,10 +3,13 @@
 // by the kernel, without saying what took the memory.
 #pragma once
 
+#include "memory/arena_usage.h"
 #include "memory/ledger.h"
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace gpt {
 
@@ -21,5 +24,13 @@ std::optional<HostMemory> host_memory();
 // Throws, naming what the run needs by component and what the machine has, when the ledger's total is more
 // than the memory available.
 void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory& host);
+
+// The first step's check of the ledger: one line per measured component (activations, backend
+// workspace) and one for their sum, each planned beside measured; equal when every line agrees.
+struct PlannedVsMeasured {
+  std::vector<std::string> lines;
+  bool equal = true;
+};
+PlannedVsMeasured compare_with_ledger(const MemoryLedger& planned, const MeasuredMemory& measured);
 
 }  // namespace gpt

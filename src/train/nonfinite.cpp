@@ -1,53 +1,23 @@
 #include "train/nonfinite.h"
 
+#include "precision/float_formats.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <vector>
 
 namespace gpt {
 namespace {
 
-// Whether element i of a host copy of a floating-point tensor is NaN or Inf, and which, by dtype.
+// Whether element i of a host copy of a floating-point tensor is NaN or Inf, and which: every format's
+// codes decode exactly (float_formats.h), so the decoded value is non-finite exactly when the code is.
 std::optional<const char*> nonfinite_at(const std::vector<unsigned char>& bytes, DType dtype, size_t i) {
-  auto classify = [](bool all_ones_exponent, bool mantissa_zero) -> std::optional<const char*> {
-    if (!all_ones_exponent) return std::nullopt;
-    return mantissa_zero ? "inf" : "nan";
-  };
-  switch (dtype) {
-    case DType::F32: {
-      float v;
-      std::memcpy(&v, bytes.data() + 4 * i, 4);
-      if (std::isfinite(v)) return std::nullopt;
-      return std::isnan(v) ? "nan" : "inf";
-    }
-    case DType::F64: {
-      double v;
-      std::memcpy(&v, bytes.data() + 8 * i, 8);
-      if (std::isfinite(v)) return std::nullopt;
-      return std::isnan(v) ? "nan" : "inf";
-    }
-    case DType::BF16: {
-      uint16_t v;
-      std::memcpy(&v, bytes.data() + 2 * i, 2);
-      return classify((v & 0x7F80u) == 0x7F80u, (v & 0x007Fu) == 0);
-    }
-    case DType::F16: {
-      uint16_t v;
-      std::memcpy(&v, bytes.data() + 2 * i, 2);
-      return classify((v & 0x7C00u) == 0x7C00u, (v & 0x03FFu) == 0);
-    }
-    case DType::E5M2: {
-      const uint8_t v = bytes[i];
-      return classify((v & 0x7Cu) == 0x7Cu, (v & 0x03u) == 0);
-    }
-    case DType::E4M3:  // no infinities; S.1111.111 is NaN
-      return (bytes[i] & 0x7Fu) == 0x7Fu ? std::optional<const char*>("nan") : std::nullopt;
-    default:
-      return std::nullopt;
-  }
+  if (dtype != DType::F32 && dtype != DType::F64 && !is_narrow_float(dtype)) return std::nullopt;
+  const double v = decode_element(dtype, bytes.data(), i);
+  if (std::isfinite(v)) return std::nullopt;
+  return std::isnan(v) ? "nan" : "inf";
 }
 
 }  // namespace

@@ -10,10 +10,8 @@
 #include "io/optimizer_shards.h"
 #include "memory/arena_usage.h"
 #include "memory/planner.h"
-#include "optim/lr_schedule.h"
 #include "train/data_check.h"
 #include "train/memory_check.h"
-#include "train/nonfinite.h"
 #include "train/precision_state.h"
 #include "train/resume.h"
 #include "train/run_directory.h"
@@ -23,7 +21,6 @@
 #include <omp.h>
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -80,36 +77,34 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
     own_comm_ = std::make_unique<SingleCommunicator>();
     comm_ = own_comm_.get();
   }
-  const int rank = comm_->rank(), world = comm_->world_size();
   // Before anything is allocated: the run directory is this run's, or the run does not start.
   std::optional<ExistingRun> old_run;  // set aside once every other start check has passed
-  if (rank == 0) {
+  if (comm_->rank() == 0) {
     run_lock_ = std::make_unique<RunDirectoryLock>(config_.log.run_dir);
     old_run = check_run_directory(config_.log.run_dir, config_.train.resume, config_.train.overwrite);
   }
-  if (config_.train.global_batch_tokens > 0) {
-    TrainConfig& tc = config_.train;
-    const int64_t per_micro_step = static_cast<int64_t>(tc.batch_size) * tc.seq_len * world;
-    GPT_CHECK(tc.global_batch_tokens % per_micro_step == 0,
-              "train.global_batch_tokens = {} is not a multiple of train.batch_size x train.seq_len x ranks = {} x {} x "
-              "{} = {}; use a multiple of {} such as {}, or change the batch size",
-              tc.global_batch_tokens, tc.batch_size, tc.seq_len, world, per_micro_step, per_micro_step,
-              std::max<int64_t>(1, tc.global_batch_tokens / per_micro_step) * per_micro_step);
-    const int derived = static_cast<int>(tc.global_batch_tokens / per_micro_step);
-    if (tc.grad_accum_steps != 1 && tc.grad_accum_steps != derived)
-      spdlog::warn("train.grad_accum_steps = {} is replaced by {}, derived from train.global_batch_tokens",
-                   tc.grad_accum_steps, derived);
-    tc.grad_accum_steps = derived;
+  const RecomputePolicy policy = plan();
+  build(policy);
+  if (config_.train.resume) resume();
+  if (comm_->rank() == 0) {
+    if (old_run) set_run_aside(config_.log.run_dir, *old_run);
+    write_file_durably((fs::path(config_.log.run_dir) / "config.yaml").string(), config_yaml_);
+    metrics_ = std::make_unique<MetricsWriter>((fs::path(config_.log.run_dir) / "metrics.jsonl").string());
   }
+}
+
+RecomputePolicy Trainer::plan() {
+  resolve_accumulation(config_.train, comm_->world_size());
   const TrainConfig& t = config_.train;
   backend_ = make_backend(parse_backend_kind(t.backend), threads_per_rank(t.threads, comm_->local_size()));
   contention_ = std::make_unique<ContentionMonitor>(omp_get_max_threads());
+  backend_planned_ = backend_->capabilities();
+  const BackendCapabilities& backend = backend_planned_;
   RecomputePolicy policy = resolve_recompute(config_.recompute, config_.model.n_layer);
   if (!config_.memory.budget.empty()) {
     const auto budget = parse_byte_size(config_.memory.budget);
     GPT_CHECK(budget.has_value(), "memory.budget: '{}' is not a size; write e.g. 8GiB or 512MiB", config_.memory.budget);
-    const MemoryChoice choice = choose_memory_plan(config_, *budget, backend_->attention_keeps_probs(),
-                                                   backend_->stores_low_precision());
+    const MemoryChoice choice = choose_memory_plan(config_, *budget, backend);
     spdlog::info("{}", choice.reason);
     config_.precision.recipe = choice.recipe;
     config_.train.batch_size = choice.batch_size;
@@ -121,12 +116,16 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   recipe_ = precision_recipe(config_.precision);
   recipe_.validate(config_.model.n_layer);
   if (backend_->name() == "cpu")
-    if (const auto host = host_memory())
-      check_fits_host_memory(ledger_for(config_, policy, t.batch_size, backend_->attention_keeps_probs()), *host);
+    if (const auto host = host_memory()) check_fits_host_memory(ledger_for(config_, policy, t.batch_size, backend), *host);
+  return policy;
+}
+
+void Trainer::build(const RecomputePolicy& policy) {
+  const TrainConfig& t = config_.train;
+  const int rank = comm_->rank(), world = comm_->world_size();
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy, recipe_);
   if (recipe_.uses_loss_scaling()) scaler_.emplace(recipe_.loss_scale);
   dp_ = std::make_unique<DataParallel>(*model_, *comm_, config_.dist.zero);
-  reduce_hook_ = [this](int block) { dp_->gradients_ready(block); };
   if (world > 1) {
     // Where every rank runs, gathered to rank 0 for the log: local rank, ranks on its node, threads.
     std::vector<double> where(3 * static_cast<size_t>(world), 0.0);
@@ -144,6 +143,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   optimizer_ = dp_->zero_stage() == 1 ? std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_,
                                                                   dp_->optimizer_ranges())
                                       : std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_);
+  step_runner_ = std::make_unique<StepRunner>(config_, *model_, *dp_, *optimizer_, scaler_ ? &*scaler_ : nullptr);
   tokenizer_ = make_tokenizer(config_.data.tokenizer, config_.data.tokenizer_path);
 
   require_shards("data.train", config_.data.train);
@@ -177,43 +177,39 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
     model_->init_weights(t.seed);
   }
   dp_->broadcast_parameters();  // every rank starts from rank 0's weights
+}
 
-  if (t.resume) {
-    // Rank 0 picks the checkpoint (verifying it, and setting damaged ones aside); every rank resumes from that
-    // one, which it must see: log.run_dir has to be on a filesystem all nodes share.
-    std::optional<std::string> dir;
-    if (rank == 0) dir = select_resume_checkpoint(config_.log.run_dir, config_.checkpoint.on_corrupt);
-    double picked = dir ? static_cast<double>(step_of_checkpoint(*dir)) + 1.0 : 0.0;  // 0: none
-    dp_->all_reduce({&picked, 1});
-    if (rank != 0 && picked > 0) {
-      dir = checkpoint_dir(config_.log.run_dir, static_cast<int64_t>(picked) - 1);
-      GPT_CHECK(fs::exists(fs::path(*dir) / kManifestFile),
-                "rank {} cannot see '{}', the checkpoint rank 0 resumes from: log.run_dir must be on a filesystem "
-                "every node shares",
-                rank, *dir);
-    }
-    if (dir) {
-      const std::string config_path = (fs::path(*dir) / "config.yaml").string();
-      for (const std::string& change : check_resume_config(read_file_bytes(config_path), config_yaml_, config_path))
-        spdlog::info("changed since the checkpoint: {}", change);
-      CheckpointState state = load_checkpoint(*dir, *model_, *optimizer_, /*verify=*/false);  // rank 0 just did
-      restore_precision_state(state, *dir, scaler_ ? &*scaler_ : nullptr, model_->fp8());
-      train_loader_->restore(loader_position(state.loader, *dir));
-      step_ = state.step;
-      skipped_steps_ = state.skipped_steps;
-      checkpointed_step_ = step_;
-      if (rank == 0) truncate_metrics_after((fs::path(config_.log.run_dir) / "metrics.jsonl").string(), step_);
-      spdlog::info("resumed from '{}' at step {}", *dir, step_);
-    } else {
-      spdlog::info("train.resume is set but '{}' has no checkpoint yet; starting fresh", config_.log.run_dir);
-      // A run killed before its first checkpoint left records of steps that are now trained again.
-      if (rank == 0) truncate_metrics_after((fs::path(config_.log.run_dir) / "metrics.jsonl").string(), 0);
-    }
+void Trainer::resume() {
+  // Rank 0 picks the checkpoint (verifying it, and setting damaged ones aside); every rank resumes from that
+  // one, which it must see: log.run_dir has to be on a filesystem all nodes share.
+  const int rank = comm_->rank();
+  std::optional<std::string> dir;
+  if (rank == 0) dir = select_resume_checkpoint(config_.log.run_dir, config_.checkpoint.on_corrupt);
+  double picked = dir ? static_cast<double>(step_of_checkpoint(*dir)) + 1.0 : 0.0;  // 0: none
+  dp_->all_reduce({&picked, 1});
+  if (rank != 0 && picked > 0) {
+    dir = checkpoint_dir(config_.log.run_dir, static_cast<int64_t>(picked) - 1);
+    GPT_CHECK(fs::exists(fs::path(*dir) / kManifestFile),
+              "rank {} cannot see '{}', the checkpoint rank 0 resumes from: log.run_dir must be on a filesystem "
+              "every node shares",
+              rank, *dir);
   }
-  if (rank == 0) {
-    if (old_run) set_run_aside(config_.log.run_dir, *old_run);
-    write_file_durably((fs::path(config_.log.run_dir) / "config.yaml").string(), config_yaml_);
-    metrics_ = std::make_unique<MetricsWriter>((fs::path(config_.log.run_dir) / "metrics.jsonl").string());
+  if (dir) {
+    const std::string config_path = (fs::path(*dir) / "config.yaml").string();
+    for (const std::string& change : check_resume_config(read_file_bytes(config_path), config_yaml_, config_path))
+      spdlog::info("changed since the checkpoint: {}", change);
+    CheckpointState state = load_checkpoint(*dir, *model_, *optimizer_, /*verify=*/false);  // rank 0 just did
+    restore_precision_state(state, *dir, scaler_ ? &*scaler_ : nullptr, model_->fp8());
+    train_loader_->restore(loader_position(state.loader, *dir));
+    step_ = state.step;
+    skipped_steps_ = state.skipped_steps;
+    checkpointed_step_ = step_;
+    if (rank == 0) truncate_metrics_after((fs::path(config_.log.run_dir) / "metrics.jsonl").string(), step_);
+    spdlog::info("resumed from '{}' at step {}", *dir, step_);
+  } else {
+    spdlog::info("train.resume is set but '{}' has no checkpoint yet; starting fresh", config_.log.run_dir);
+    // A run killed before its first checkpoint left records of steps that are now trained again.
+    if (rank == 0) truncate_metrics_after((fs::path(config_.log.run_dir) / "metrics.jsonl").string(), 0);
   }
 }
 
@@ -225,8 +221,7 @@ void Trainer::log_start() const {
   const TrainConfig& t = config_.train;
   spdlog::debug("resolved configuration:\n{}", config_yaml_);
   const int world = comm_->world_size();
-  MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size,
-                                   backend_->attention_keeps_probs());
+  MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size, backend_planned_);
   if (world > 1) {
     if (dp_->zero_stage() == 1)
       spdlog::info("ZeRO-1: this rank keeps AdamW state for {} of {} parameters: {} instead of {}",
@@ -250,97 +245,22 @@ void Trainer::log_start() const {
   spdlog::info("batch: {} micro-batches x {} ranks x {} sequences x {} tokens = {} tokens per step; {} steps",
                t.grad_accum_steps, world, t.batch_size, t.seq_len,
                static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size * t.seq_len, t.steps);
-  spdlog::info("memory: {} (parameters {}, gradients {}, AdamW {}, activations {}); precision {}, recompute {}",
+  spdlog::info("memory: {} (parameters {}, gradients {}, AdamW {}, activations {}{}); precision {}, recompute {}",
                format_bytes(ledger.total()), format_bytes(ledger.parameters + ledger.compute_weights),
                format_bytes(ledger.gradients), format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
+               ledger.backend_workspace > 0 ? ", backend workspace " + format_bytes(ledger.backend_workspace) : "",
                config_.precision.recipe, model_->activation_plan().policy.describe());
   spdlog::info("run directory: {} (config.yaml, ledger.txt, metrics.jsonl, checkpoints/)", config_.log.run_dir);
 }
 
 StepResult Trainer::train_step(std::span<const int32_t> inputs, std::span<const int32_t> targets) {
-  const TrainConfig& t = config_.train;
-  const size_t micro = static_cast<size_t>(t.batch_size) * t.seq_len;
-  GPT_CHECK(inputs.size() == micro * t.grad_accum_steps && targets.size() == inputs.size(),
-            "train_step needs {} inputs and targets", micro * t.grad_accum_steps);
-  const auto start = std::chrono::steady_clock::now();
-  StepResult r;
-  // The step's loss is the mean over every counted target token of all K micro-batches of all ranks, so
-  // each micro-batch's token losses are scaled by 1/N up front, N summed over the ranks before the first
-  // backward; neither K nor the number of ranks enters the normalisation.
-  double tokens = 0.0;
-  for (int32_t target : targets) tokens += target != -1;
-  dp_->all_reduce({&tokens, 1});
-  r.target_tokens = static_cast<int64_t>(tokens);
-  GPT_CHECK(r.target_tokens > 0, "step {}: every target of the batch is masked (-1)", step_ + 1);
-  // fp16: the loss gradient is multiplied by the loss scale S, so every gradient of backward is S times
-  // the true one; the norm is unscaled below and AdamW divides the gradients by S.
-  const double loss_scale = scaler_ ? static_cast<double>(scaler_->scale()) : 1.0;
-  const float dloss = static_cast<float>(loss_scale / static_cast<double>(r.target_tokens));
-
-  model_->zero_grads();
-  double loss_sum = 0.0;
-  for (int k = 0; k < t.grad_accum_steps; ++k) {
-    // Rank r's micro-batch k holds the samples that micro-batch k W + r would hold on one rank accumulating
-    // K W micro-batches, and draws that micro-batch's dropout masks: the runs are the same, dropout included.
-    const auto micro_step = static_cast<uint32_t>(k * dp_->world_size() + dp_->rank());
-    StepContext ctx{t.seed, static_cast<uint32_t>(step_), micro_step, true};
-    model_->forward(inputs.subspan(k * micro, micro), targets.subspan(k * micro, micro), t.batch_size, t.seq_len, ctx,
-                    dloss);
-    loss_sum += model_->loss_sum();
-    // Gradients are reduced once per step: bucket by bucket during the last micro-batch's backward.
-    if (k + 1 == t.grad_accum_steps && config_.dist.overlap && dp_->world_size() > 1)
-      model_->backward(ctx, reduce_hook_);
-    else
-      model_->backward(ctx);
-  }
-  dp_->all_reduce({&loss_sum, 1});
-  r.loss = loss_sum / static_cast<double>(r.target_tokens);
-  if (Fp8State* fp8 = model_->fp8()) {
-    // Every rank takes the next step's scales from the same amaxes, the max over the ranks, so the ranks
-    // cast alike and 2 ranks train as 1 rank accumulating.
-    const std::span<float> amaxes = fp8->finish_step(r.fp8);
-    dp_->all_reduce_max(amaxes);
-    double counts[3] = {static_cast<double>(r.fp8.values), static_cast<double>(r.fp8.underflows),
-                        static_cast<double>(r.fp8.saturated)};
-    dp_->all_reduce(counts);
-    r.fp8.values = static_cast<int64_t>(counts[0]);
-    r.fp8.underflows = static_cast<int64_t>(counts[1]);
-    r.fp8.saturated = static_cast<int64_t>(counts[2]);
-    for (float a : amaxes)
-      if (!(a <= r.fp8.amax_max)) r.fp8.amax_max = a;
-    fp8->update_scales(amaxes);
-  }
-  r.grad_norm = std::sqrt(dp_->finish_gradients()) / loss_scale;
-  const double clip = config_.optim.grad_clip;
-  const double grad_scale = (clip > 0.0 && r.grad_norm > clip ? clip / r.grad_norm : 1.0) / loss_scale;
-  r.lr = learning_rate(config_.optim, static_cast<int>(step_), t.steps);
-  if (scaler_) {
-    r.loss_scale = loss_scale;
-    // Inf/NaN gradients under a finite loss are the scaled backward overflowing FP16: skip the step and
-    // back the scale off, as the scaler prescribes; a non-finite loss is a real divergence (below).
-    r.overflow = std::isfinite(r.loss) && !std::isfinite(r.grad_norm);
-    if (std::isfinite(r.loss)) scaler_->update(!r.overflow);
-    r.overflow_steps = scaler_->state().skipped_steps;
-  }
-  if (r.overflow) {
-    r.applied = false;
-    ++skipped_steps_;  // AdamW did not count this step; the checkpoint's step check needs to know
-  } else if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
-    // Applying this update would turn the weights and AdamW's moments into NaN for good.
-    r.nonfinite = describe_nonfinite_step(r.loss, r.grad_norm, *model_);
-    r.applied = false;
-    if (t.on_nonfinite == "stop") {
-      r.step = step_ + 1;
-      r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      return r;  // nothing changed: the weights, moments and step are those of the last good step
-    }
-    ++skipped_steps_;
-  } else {
-    dp_->optimizer_step(*optimizer_, r.lr, grad_scale);
-  }
-  backend_->synchronize();
-  r.step = ++step_;
-  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const StepResult r = step_runner_->run(step_, inputs, targets);
+  // A step that stops the run on a non-finite value does not count: the weights, moments and step stay those
+  // of the last good step. Any other step not applied counts as skipped (AdamW did not count it; the
+  // checkpoint's step check needs to know).
+  if (!r.nonfinite.empty() && config_.train.on_nonfinite == "stop") return r;
+  if (!r.applied) ++skipped_steps_;
+  ++step_;
   return r;
 }
 
@@ -463,11 +383,14 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
     const StepResult r = train_step(inputs_, targets_);
     if (r.nonfinite.empty() || t.on_nonfinite != "stop") good = train_loader_->position();
     if (measure) {
-      const uint64_t planned = model_->activation_plan().total_bytes();
-      const uint64_t measured = written_bytes(model_->activation_arena(), *backend_);
-      summary.measured_activation_bytes = measured;
-      if (measured == planned) spdlog::debug("activations: planned {}, measured {} (equal)", format_bytes(planned), format_bytes(measured));
-      else spdlog::warn("activations: planned {}, measured {}: the ledger is wrong (a bug)", format_bytes(planned), format_bytes(measured));
+      const MeasuredMemory measured = measure_step_memory(model_->activation_arena(), *backend_);
+      summary.measured_activation_bytes = measured.activations;
+      const PlannedVsMeasured check = compare_with_ledger(
+          ledger_for(config_, model_->activation_plan().policy, t.batch_size, backend_planned_), measured);
+      for (const std::string& line : check.lines) {
+        if (check.equal) spdlog::debug("{}", line);
+        else spdlog::warn("{}", line);
+      }
     }
     if (!r.nonfinite.empty() && t.on_nonfinite == "stop") {
       summary.status = TrainStatus::NonFinite;

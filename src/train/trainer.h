@@ -9,41 +9,20 @@
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
 #include "model/gpt.h"
-#include "precision/fp8_state.h"
 #include "optim/adamw.h"
 #include "precision/recipe.h"
 #include "train/contention.h"
 #include "train/metrics.h"
 #include "train/run_directory.h"
+#include "train/step_runner.h"
 
 #include <deque>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace gpt {
-
-struct StepResult {
-  int64_t step = 0;           // 1-based: optimizer steps completed after this one
-  double loss = 0.0;          // mean over the step's target tokens
-  double grad_norm = 0.0;     // before clipping
-  double lr = 0.0;
-  int64_t target_tokens = 0;  // tokens whose target counted
-  double ms = 0.0;
-  // Set when the loss or gradient norm was NaN/Inf: what went non-finite first (see nonfinite.h). With
-  // train.on_nonfinite: skip the step counts but applied is false; with stop the step does not count either.
-  std::string nonfinite;
-  bool applied = true;  // whether the optimizer update was applied
-  // precision.recipe fp16: the loss scale this step ran with (0 without loss scaling), whether its scaled
-  // gradients overflowed (the update is skipped and the scale backed off), and the overflowed steps so far.
-  double loss_scale = 0.0;
-  bool overflow = false;
-  int64_t overflow_steps = 0;
-  // precision.recipe fp8: the step's casts over all ranks (scales used, largest amax, counts); zero otherwise.
-  Fp8StepStats fp8;
-};
 
 enum class TrainStatus {
   Completed,    // reached train.steps
@@ -83,6 +62,13 @@ class Trainer {
   int64_t step() const { return step_; }
 
  private:
+  // The constructor's three steps. plan settles the configuration: the accumulation steps, the backend, and
+  // what memory.budget chooses (precision, micro-batch, recompute policy, which it returns), checking the
+  // ledger against the host's memory. build allocates the model, data parallelism, the optimizer and the
+  // data, and initialises the weights. resume (train.resume) restores the newest good checkpoint.
+  RecomputePolicy plan();
+  void build(const RecomputePolicy& policy);
+  void resume();
   void log_start() const;
   // The loader position defaults to the current one; a stop on a non-finite step saves the position
   // before that step's batches.
@@ -102,10 +88,11 @@ class Trainer {
   std::unique_ptr<Communicator> own_comm_;
   Communicator* comm_ = nullptr;
   std::unique_ptr<Backend> backend_;
+  BackendCapabilities backend_planned_;  // as the backend reported them when the memory was planned
   std::unique_ptr<GPT> model_;
   std::unique_ptr<DataParallel> dp_;
-  std::function<void(int)> reduce_hook_;  // GPT::backward's hook in the last micro-batch of a step
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<StepRunner> step_runner_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<MetricsWriter> metrics_;

@@ -2,7 +2,7 @@
 // 12 L T C model FLOPs per token, and the GEMM shapes the peak is measured at.
 #include "bench/flops.h"
 #include "bench/gemm_peak.h"
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>

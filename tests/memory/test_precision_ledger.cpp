@@ -4,7 +4,7 @@
 #include "memory/ledger.h"
 #include "memory/planner.h"
 #include "model/gpt.h"
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 #include "cpu/cpu_backend.h"
 
 #include "test_util.h"
@@ -23,7 +23,7 @@ Config ledger_config(const std::string& recipe) {
   return c;
 }
 
-MemoryLedger ledger(const Config& c) { return ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), 2, true); }
+MemoryLedger ledger(const Config& c) { return ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), 2, BackendCapabilities{}); }
 
 TEST(PrecisionLedger, Fp8InputsWeightsAndGradientBufferAreCountedAtOneByte) {
   const Config bf16 = ledger_config("bf16");

@@ -17,6 +17,9 @@
 namespace gpt::test {
 namespace {
 
+// A backend whose narrow formats would take FP32's size: the planner may not lower the precision there.
+constexpr BackendCapabilities kWideOnly{true, false, 0};
+
 RecomputePolicy policy_from(const std::string& mode, std::vector<std::string> ops, const std::string& every,
                             const std::string& layers, int n_layer) {
   RecomputeConfig c;
@@ -252,31 +255,31 @@ TEST(MemoryPlanner, PicksAPlanThatFitsInTheDocumentedOrder) {
   c.train.batch_size = 8;
   c.train.seq_len = 128;
   c.train.grad_accum_steps = 2;
-  const uint64_t as_given = ledger_for(c, resolve_recompute(c.recompute, 8), 8, true).total();
+  const uint64_t as_given = ledger_for(c, resolve_recompute(c.recompute, 8), 8, BackendCapabilities{}).total();
 
   // The whole global batch of 16 sequences in one micro-batch when it fits; else the largest that does.
-  const uint64_t one_batch = ledger_for(c, resolve_recompute(c.recompute, 8), 16, true).total();
-  MemoryChoice roomy = choose_memory_plan(c, one_batch, true, false);
+  const uint64_t one_batch = ledger_for(c, resolve_recompute(c.recompute, 8), 16, BackendCapabilities{}).total();
+  MemoryChoice roomy = choose_memory_plan(c, one_batch, kWideOnly);
   EXPECT_EQ(roomy.batch_size, 16);
   EXPECT_EQ(roomy.grad_accum_steps, 1);
-  MemoryChoice given = choose_memory_plan(c, as_given, true, false);
+  MemoryChoice given = choose_memory_plan(c, as_given, kWideOnly);
   EXPECT_EQ(given.batch_size, 8);
   EXPECT_EQ(given.grad_accum_steps, 2);
   EXPECT_EQ(given.policy.mode, RecomputeMode::None);
 
-  const uint64_t smallest_none = ledger_for(c, resolve_recompute(c.recompute, 8), 1, true).total();
-  MemoryChoice accumulate = choose_memory_plan(c, smallest_none, true, false);
+  const uint64_t smallest_none = ledger_for(c, resolve_recompute(c.recompute, 8), 1, BackendCapabilities{}).total();
+  MemoryChoice accumulate = choose_memory_plan(c, smallest_none, kWideOnly);
   EXPECT_EQ(accumulate.policy.mode, RecomputeMode::None);
   EXPECT_EQ(accumulate.batch_size, 1);
   EXPECT_EQ(accumulate.grad_accum_steps, 16);
 
-  MemoryChoice recompute = choose_memory_plan(c, smallest_none - 1, true, false);
+  MemoryChoice recompute = choose_memory_plan(c, smallest_none - 1, kWideOnly);
   EXPECT_NE(recompute.policy.mode, RecomputeMode::None);
   EXPECT_LE(recompute.ledger.total(), smallest_none - 1);
   EXPECT_EQ(recompute.batch_size * recompute.grad_accum_steps, 16);
 
   try {
-    choose_memory_plan(c, 1 << 20, true, false);
+    choose_memory_plan(c, 1 << 20, kWideOnly);
     ADD_FAILURE() << "a 1 MiB budget cannot fit";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("raise memory.budget to at least"), std::string::npos) << e.what();
@@ -295,27 +298,27 @@ TEST(MemoryPlanner, LowersThePrecisionFirstWhereThatSavesMemory) {
   const RecomputePolicy none = resolve_recompute(c.recompute, 8);
   Config bf16 = c;
   bf16.precision.recipe = "bf16";
-  const uint64_t fp32_total = ledger_for(c, none, 8, true).total(), bf16_total = ledger_for(bf16, none, 8, true).total();
+  const uint64_t fp32_total = ledger_for(c, none, 8, BackendCapabilities{}).total(), bf16_total = ledger_for(bf16, none, 8, BackendCapabilities{}).total();
   ASSERT_LT(bf16_total, fp32_total);
 
-  const MemoryChoice lowered = choose_memory_plan(c, bf16_total, true, true);
+  const MemoryChoice lowered = choose_memory_plan(c, bf16_total, BackendCapabilities{});
   EXPECT_EQ(lowered.recipe, "bf16");
   EXPECT_EQ(lowered.batch_size, 8);
   EXPECT_EQ(lowered.policy.mode, RecomputeMode::None);
   EXPECT_NE(lowered.reason.find("fits in bf16 but not in fp32"), std::string::npos) << lowered.reason;
 
-  const MemoryChoice emulated = choose_memory_plan(c, bf16_total, true, false);
+  const MemoryChoice emulated = choose_memory_plan(c, bf16_total, kWideOnly);
   EXPECT_EQ(emulated.recipe, "fp32");
   EXPECT_LT(emulated.batch_size, 8);
   EXPECT_EQ(emulated.batch_size * emulated.grad_accum_steps, 8);
 
-  const MemoryChoice roomy = choose_memory_plan(c, fp32_total, true, true);
+  const MemoryChoice roomy = choose_memory_plan(c, fp32_total, BackendCapabilities{});
   EXPECT_EQ(roomy.recipe, "fp32");
   EXPECT_EQ(roomy.batch_size, 8);
 
   Config fp16 = c;
   fp16.precision.recipe = "fp16";
-  EXPECT_EQ(choose_memory_plan(fp16, bf16_total, true, true).recipe, "fp16");
+  EXPECT_EQ(choose_memory_plan(fp16, bf16_total, BackendCapabilities{}).recipe, "fp16");
 }
 }  // namespace
 }  // namespace gpt::test

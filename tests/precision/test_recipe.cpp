@@ -1,5 +1,8 @@
 // Recipes: the dtypes each recipe computes in, the FP8 layers and their exceptions, validation and names.
+// Which format a linear layer's operands take is the precision layout's answer, asked here as the model asks.
 #include "precision/recipe.h"
+
+#include "precision/precision_layout.h"
 
 #include "core/error.h"
 #include "test_util.h"
@@ -9,24 +12,37 @@
 namespace gpt {
 namespace {
 
+// The formats of block l's qkv product as the layout gives them: its input (ln1), its weight's compute copy
+// and its output gradient in backward.
+struct QkvFormats {
+  DType input, weight, output_grad;
+};
+QkvFormats qkv_formats(const PrecisionRecipe& r, int l, int n_layer) {
+  const PrecisionLayout layout(r, n_layer);
+  return {layout.block(l, BlockTensor::Ln1).dtype, layout.compute_weight("qkvw", l).dtype,
+          layout.output_grad(l, Fp8Linear::Qkv).dtype};
+}
+
 TEST(PrecisionRecipe, DtypesPerRecipe) {
   PrecisionRecipe r;
   EXPECT_EQ(r.compute_dtype(), DType::F32);
-  EXPECT_EQ(r.forward_gemm_dtype(0, 4), DType::F32);
+  EXPECT_EQ(qkv_formats(r, 0, 4).input, DType::F32);
   EXPECT_FALSE(r.uses_loss_scaling());
   r.recipe = RecipeKind::Bf16;
   EXPECT_EQ(r.compute_dtype(), DType::BF16);
-  EXPECT_EQ(r.backward_gemm_dtype(1, 4), DType::BF16);
+  EXPECT_EQ(qkv_formats(r, 1, 4).output_grad, DType::BF16);
+  EXPECT_EQ(qkv_formats(r, 1, 4).weight, DType::BF16);
   r.recipe = RecipeKind::Fp16;
   EXPECT_EQ(r.compute_dtype(), DType::F16);
   EXPECT_TRUE(r.uses_loss_scaling());
   r.recipe = RecipeKind::Fp8;
   EXPECT_EQ(r.compute_dtype(), DType::BF16);
-  EXPECT_EQ(r.forward_gemm_dtype(2, 4), DType::E4M3);
-  EXPECT_EQ(r.backward_gemm_dtype(2, 4), DType::E5M2);
+  EXPECT_EQ(qkv_formats(r, 2, 4).input, DType::E4M3);
+  EXPECT_EQ(qkv_formats(r, 2, 4).weight, DType::E4M3);
+  EXPECT_EQ(qkv_formats(r, 2, 4).output_grad, DType::E5M2);
   r.fp8.backward = Fp8Backward::Bf16;
-  EXPECT_EQ(r.backward_gemm_dtype(2, 4), DType::BF16);
-  EXPECT_EQ(r.forward_gemm_dtype(2, 4), DType::E4M3);
+  EXPECT_EQ(qkv_formats(r, 2, 4).output_grad, DType::BF16);
+  EXPECT_EQ(qkv_formats(r, 2, 4).input, DType::E4M3);
 }
 
 TEST(PrecisionRecipe, Bf16LayersStayOutOfFp8) {
@@ -37,8 +53,8 @@ TEST(PrecisionRecipe, Bf16LayersStayOutOfFp8) {
   for (int l = 0; l < n; ++l) {
     const bool fp8 = l != 0 && l != n - 1;
     EXPECT_EQ(r.layer_uses_fp8(l, n), fp8) << l;
-    EXPECT_EQ(r.forward_gemm_dtype(l, n), fp8 ? DType::E4M3 : DType::BF16) << l;
-    EXPECT_EQ(r.backward_gemm_dtype(l, n), fp8 ? DType::E5M2 : DType::BF16) << l;
+    EXPECT_EQ(qkv_formats(r, l, n).input, fp8 ? DType::E4M3 : DType::BF16) << l;
+    EXPECT_EQ(qkv_formats(r, l, n).output_grad, fp8 ? DType::E5M2 : DType::BF16) << l;
   }
   EXPECT_NO_THROW(r.validate(n));
   r.fp8.bf16_layers = {6};

@@ -2,7 +2,8 @@
 // wte[Vp,C] wpe[maxT,C] ln1w[L,C] ln1b[L,C] qkvw[L,3C,C] qkvb[L,3C] attprojw[L,C,C] attprojb[L,C]
 // ln2w[L,C] ln2b[L,C] fcw[L,4C,C] fcb[L,4C] fcprojw[L,C,4C] fcprojb[L,C] lnfw[C] lnfb[C].
 // (Each tensor is its own aligned arena buffer, so loading a checkpoint copies tensor by tensor.)
-// Gradients and the optimizer moments use the same layout in their own arenas.
+// Gradients and the optimizer moments use the same layout in their own arenas. The layout sits below the
+// model and the memory planner, which both read it.
 #pragma once
 
 #include "config/config.h"

@@ -1,4 +1,4 @@
-#include "model/parameters.h"
+#include "layout/parameter_layout.h"
 
 namespace gpt {
 
