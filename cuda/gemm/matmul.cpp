@@ -27,6 +27,7 @@
 #include "common/cuda_check.h"
 #include "gemm/operand_kernels.h"
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <map>
@@ -74,6 +75,17 @@ struct LtOperand {
   DType dtype = DType::F32;
   int64_t rows = 0, cols = 0, ld = 0, stride = 0;
 };
+
+// What a kernel may assume of every column (and batch) of o: the alignment of its start, of ld and of the
+// batch stride in bytes. Attention's head views start at odd columns of qkv, so this can be 2 bytes.
+uint32_t alignment_of(const LtOperand& o) {
+  const auto bytes = [&](int64_t elements) {
+    return reinterpret_cast<const void*>(static_cast<uintptr_t>(elements) * dtype_size(o.dtype));
+  };
+  uint32_t a = std::min(alignment_of(o.data), alignment_of(bytes(o.ld)));
+  if (o.stride != 0) a = std::min(a, alignment_of(bytes(o.stride)));
+  return a;
+}
 
 // One cuBLASLt call: D = alpha op(A) op(B) + beta D (+ bias), column-major, C = D.
 struct LtProduct {
@@ -170,7 +182,7 @@ void Gemm::State::run(const LtProduct& p, const std::string& what, cudaStream_t 
   const cublasLtEpilogue_t epilogue = p.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   const cublasLtPointerMode_t pointer_mode = p.device_scalars ? CUBLASLT_POINTER_MODE_DEVICE : CUBLASLT_POINTER_MODE_HOST;
   const int64_t m = p.d.rows, n = p.d.cols, k = p.trans_a ? p.a.rows : p.a.cols;
-  const uint32_t align_a = alignment_of(p.a.data), align_b = alignment_of(p.b.data), align_d = alignment_of(p.d.data);
+  const uint32_t align_a = alignment_of(p.a), align_b = alignment_of(p.b), align_d = alignment_of(p.d);
 
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t layouts[3] = {};
