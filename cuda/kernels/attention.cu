@@ -25,7 +25,9 @@
 // and a T x hs sum per head); with F32 operands there is nothing to split: Pd is P itself (forward
 // without dropout) or a copy in the scratch, and the backward keeps Pd, then dS, in dprobs.
 // Row kernels: one block per row, FP32 math, fixed-order block reductions (max, then sum), so results are
-// bitwise reproducible; the products write every output element once (no atomics anywhere).
+// bitwise reproducible; the products write every output element once (no atomics anywhere). Rows move as
+// 128-bit float4 loads and stores when T is a multiple of 4 and the rows 16-byte aligned (then one
+// Philox call gives the mask words of the 4 elements), else one float at a time.
 #include "kernels/attention.h"
 
 #include "common/block_reduce.cuh"
@@ -59,34 +61,88 @@ __device__ __forceinline__ float block_max(float v) {
   return v;
 }
 
+// W consecutive floats of a row: one 128-bit load or store when W = 4 (the row's start 16-byte aligned and
+// T a multiple of 4), else one float.
+template <int W>
+struct Lanes {
+  float v[W];
+};
+
+template <int W>
+__device__ __forceinline__ Lanes<W> load_lanes(const float* p) {
+  Lanes<W> l;
+  if constexpr (W == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    l.v[0] = q.x, l.v[1] = q.y, l.v[2] = q.z, l.v[3] = q.w;
+  } else {
+    l.v[0] = *p;
+  }
+  return l;
+}
+
+template <int W>
+__device__ __forceinline__ void store_lanes(float* p, const Lanes<W>& l) {
+  if constexpr (W == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(l.v[0], l.v[1], l.v[2], l.v[3]);
+  } else {
+    *p = l.v[0];
+  }
+}
+
 struct Dropout {
   RngStream stream;
   uint32_t threshold = 0;
   float scale = 1.0f;  // 1 / (1 - p), as the CPU rounds it
   bool active = false;
-  __device__ __forceinline__ float apply(float p, uint64_t element) const {
-    if (!active) return p;
-    return stream.word(element) >= threshold ? p * scale : 0.0f;
+
+  // The W elements from flat index first (a multiple of 4 when W = 4: one Philox block holds their words).
+  template <int W>
+  __device__ __forceinline__ Lanes<W> apply(Lanes<W> x, uint64_t first) const {
+    if (!active) return x;
+    if constexpr (W == 4) {
+      const Philox4 words = stream.block(static_cast<uint32_t>(first >> 2));
+      for (int e = 0; e < 4; ++e) x.v[e] = words.v[e] >= threshold ? x.v[e] * scale : 0.0f;
+    } else {
+      x.v[0] = stream.word(first) >= threshold ? x.v[0] * scale : 0.0f;
+    }
+    return x;
   }
 };
 
 // Row r of the [rows, T] matrix probs (row t = r % T of its head): P = softmax over t2 <= t, 0 beyond.
+// Columns go W at a time; groups past column t are only written (zeros).
+template <int W>
 __global__ void softmax_forward_kernel(float* probs, int64_t T) {
   const int64_t r = blockIdx.x;
   const int64_t t = r % T;
   float* row = probs + r * T;
+  const int64_t live = t / W + 1, groups = T / W;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j <= t; j += blockDim.x) m = fmaxf(m, row[j]);
+  for (int64_t g = threadIdx.x; g < live; g += blockDim.x) {
+    const Lanes<W> x = load_lanes<W>(row + g * W);
+    for (int e = 0; e < W; ++e)
+      if (g * W + e <= t) m = fmaxf(m, x.v[e]);
+  }
   m = block_max(m);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j <= t; j += blockDim.x) {
-    const float e = expf(row[j] - m);
-    row[j] = e;
-    sum += e;
+  for (int64_t g = threadIdx.x; g < live; g += blockDim.x) {
+    Lanes<W> x = load_lanes<W>(row + g * W);
+    for (int e = 0; e < W; ++e) {
+      x.v[e] = g * W + e <= t ? expf(x.v[e] - m) : 0.0f;
+      sum += x.v[e];
+    }
+    store_lanes<W>(row + g * W, x);
   }
   sum = block_sum(sum);
   const float inv_sum = 1.0f / sum;
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) row[j] = j <= t ? row[j] * inv_sum : 0.0f;
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+    Lanes<W> x{};
+    if (g < live) {
+      x = load_lanes<W>(row + g * W);
+      for (int e = 0; e < W; ++e) x.v[e] = g * W + e <= t ? x.v[e] * inv_sum : 0.0f;
+    }
+    store_lanes<W>(row + g * W, x);
+  }
 }
 
 // x in hi's format, and (when lo is given) the rounding error x - hi in lo's.
@@ -95,13 +151,15 @@ __device__ __forceinline__ void store_split(const TensorRef& hi, const TensorRef
   if (lo.data) store(lo, i, x - load(hi, i));
 }
 
-// hi/lo[i] = Pd at flat element first + i (i < n): probs with the dropout mask applied, split.
+// hi/lo[i] = Pd at flat element first + i (i < n, W at a time): probs with the dropout mask, split.
+template <int W>
 __global__ void dropped_operand_kernel(TensorRef hi, TensorRef lo, const float* probs, int64_t first, int64_t n,
                                        Dropout dropout) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t e = first + i;
-    store_split(hi, lo, i, dropout.apply(probs[e], static_cast<uint64_t>(e)));
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < n / W;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = g * W;
+    const Lanes<W> x = dropout.apply<W>(load_lanes<W>(probs + first + i), static_cast<uint64_t>(first + i));
+    for (int e = 0; e < W; ++e) store_split(hi, lo, i + e, x.v[e]);
   }
 }
 
@@ -118,7 +176,8 @@ __global__ void store_heads_kernel(TensorRef out, int64_t out_first, int64_t ld,
 }
 
 // Row r (of a chunk starting at flat row first_row) of dprobs: dPd in, dS out (in place), and dS split
-// into ds_hi/ds_lo (row r - first_row) when they are given.
+// into ds_hi/ds_lo (row r - first_row) when they are given. Columns W at a time, as the forward.
+template <int W>
 __global__ void softmax_backward_kernel(float* dprobs, const float* probs, int64_t T, int64_t first_row,
                                         TensorRef ds_hi, TensorRef ds_lo, Dropout dropout) {
   const int64_t r = first_row + blockIdx.x;
@@ -126,13 +185,26 @@ __global__ void softmax_backward_kernel(float* dprobs, const float* probs, int64
   float* drow = dprobs + r * T;
   const float* prow = probs + r * T;
   const uint64_t base = static_cast<uint64_t>(r * T);
+  const int64_t live = t / W + 1, groups = T / W;
   float dot = 0.0f;
-  for (int64_t j = threadIdx.x; j <= t; j += blockDim.x) dot += dropout.apply(prow[j], base + j) * drow[j];
+  for (int64_t g = threadIdx.x; g < live; g += blockDim.x) {
+    const Lanes<W> pd = dropout.apply<W>(load_lanes<W>(prow + g * W), base + g * W);
+    const Lanes<W> dpd = load_lanes<W>(drow + g * W);
+    for (int e = 0; e < W; ++e)
+      if (g * W + e <= t) dot += pd.v[e] * dpd.v[e];
+  }
   dot = block_sum(dot);
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
-    const float ds = j <= t ? dropout.apply(prow[j], base + j) * drow[j] - prow[j] * dot : 0.0f;
-    drow[j] = ds;
-    if (ds_hi.data) store_split(ds_hi, ds_lo, static_cast<int64_t>(blockIdx.x) * T + j, ds);
+  for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+    Lanes<W> ds{};
+    if (g < live) {
+      const Lanes<W> p = load_lanes<W>(prow + g * W);
+      const Lanes<W> pd = dropout.apply<W>(p, base + g * W);
+      ds = load_lanes<W>(drow + g * W);
+      for (int e = 0; e < W; ++e) ds.v[e] = g * W + e <= t ? pd.v[e] * ds.v[e] - p.v[e] * dot : 0.0f;
+    }
+    store_lanes<W>(drow + g * W, ds);
+    if (ds_hi.data)
+      for (int e = 0; e < W; ++e) store_split(ds_hi, ds_lo, static_cast<int64_t>(blockIdx.x) * T + g * W + e, ds.v[e]);
   }
 }
 
@@ -179,10 +251,48 @@ Dropout make_dropout(const DropoutSpec& spec) {
 
 constexpr int kThreads = 256;
 
-// Threads per row block: whole warps, no more than the row needs.
-int row_threads(int64_t T) { return static_cast<int>(std::min<int64_t>(kThreads, (T + 31) / 32 * 32)); }
+// Threads per row block: whole warps, no more than the row's groups of W columns need.
+int row_threads(int64_t T, int W) { return static_cast<int>(std::min<int64_t>(kThreads, (T / W + 31) / 32 * 32)); }
 
 int grid_for(int64_t n) { return static_cast<int>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65535)); }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// 128-bit row access when every row of the [rows, T] F32 matrices starts 16-byte aligned.
+bool vector_rows(int64_t T, std::initializer_list<const void*> matrices) {
+  if (T % 4 != 0) return false;
+  for (const void* m : matrices)
+    if (!aligned16(m)) return false;
+  return true;
+}
+
+void launch_softmax_forward(float* probs, int64_t rows, int64_t T, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(rows));
+  if (vector_rows(T, {probs}))
+    launch<softmax_forward_kernel<4>>(grid, dim3(row_threads(T, 4)), 0, stream, probs, T);
+  else
+    launch<softmax_forward_kernel<1>>(grid, dim3(row_threads(T, 1)), 0, stream, probs, T);
+}
+
+void launch_dropped_operand(TensorRef hi, TensorRef lo, const float* probs, int64_t first, int64_t n,
+                            const Dropout& dropout, cudaStream_t stream) {
+  if (first % 4 == 0 && n % 4 == 0 && aligned16(probs + first))
+    launch<dropped_operand_kernel<4>>(dim3(grid_for(n / 4)), dim3(kThreads), 0, stream, hi, lo, probs, first, n, dropout);
+  else
+    launch<dropped_operand_kernel<1>>(dim3(grid_for(n)), dim3(kThreads), 0, stream, hi, lo, probs, first, n, dropout);
+}
+
+void launch_softmax_backward(float* dprobs, const float* probs, int64_t T, int64_t first_row, int64_t rows,
+                             TensorRef hi, TensorRef lo, const Dropout& dropout, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(rows));
+  if (vector_rows(T, {dprobs, probs}))
+    launch<softmax_backward_kernel<4>>(grid, dim3(row_threads(T, 4)), 0, stream, dprobs, probs, T, first_row, hi, lo,
+                                       dropout);
+  else
+    launch<softmax_backward_kernel<1>>(grid, dim3(row_threads(T, 1)), 0, stream, dprobs, probs, T, first_row, hi, lo,
+                                       dropout);
+}
+
 
 // Heads whose copies fit in the scratch at once, per_head bytes each.
 int64_t heads_per_chunk(const Dims& d, size_t per_head, const DeviceContext& ctx, const char* op) {
@@ -269,8 +379,7 @@ void attention_forward(const AttentionForwardArgs& args, const DeviceContext& ct
                          v.qkv_part(args.qkv.data, b, 0, 1), false, true, scale, 0.0f, static_cast<int>(d.heads)},
                         ctx.stream);
   }
-  launch<softmax_forward_kernel>(dim3(static_cast<unsigned>(d.batch * d.heads * d.seq)), dim3(row_threads(d.seq)), 0,
-                                 ctx.stream, args.probs.f32(), d.seq);
+  launch_softmax_forward(args.probs.f32(), d.batch * d.heads * d.seq, d.seq, ctx.stream);
   const auto* probs = static_cast<const float*>(args.probs.data);
   const bool wide = op == DType::F32;
   // With F32 operands Pd is P itself when nothing is dropped, else a copy; narrow operands take it split.
@@ -287,8 +396,7 @@ void attention_forward(const AttentionForwardArgs& args, const DeviceContext& ct
       if (wide) {
         MatrixView pd = v.square(args.probs.data, DType::F32, b * d.heads + h0);
         if (dropout.active) {
-          launch<dropped_operand_kernel>(dim3(grid_for(n)), dim3(kThreads), 0, ctx.stream,
-                                         TensorRef{ctx.scratch, op, nullptr}, TensorRef{}, probs, first, n, dropout);
+          launch_dropped_operand(TensorRef{ctx.scratch, op, nullptr}, TensorRef{}, probs, first, n, dropout, ctx.stream);
           pd = v.square(ctx.scratch, op, 0);
         }
         gemm.batched_matmul({v.rows(args.out.data, b, h0), pd, val, false, false, 1.0f, 0.0f, static_cast<int>(nh)},
@@ -296,8 +404,8 @@ void attention_forward(const AttentionForwardArgs& args, const DeviceContext& ct
         continue;
       }
       const SplitScratch split(ctx, d, op, nh);
-      launch<dropped_operand_kernel>(dim3(grid_for(n)), dim3(kThreads), 0, ctx.stream, TensorRef{split.hi, op, nullptr},
-                                     TensorRef{split.lo, op, nullptr}, probs, first, n, dropout);
+      launch_dropped_operand(TensorRef{split.hi, op, nullptr}, TensorRef{split.lo, op, nullptr}, probs, first, n, dropout,
+                             ctx.stream);
       split_product(gemm, out, b * d.seq * d.channels + h0 * d.head_size, d.channels, v.square(split.hi, op, 0),
                     v.square(split.lo, op, 0), false, val, 1.0f, d, nh, split.sum, ctx.stream);
     }
@@ -330,21 +438,19 @@ void attention_backward(const AttentionBackwardArgs& args, const DeviceContext& 
       const MatrixView dprobs = v.square(args.dprobs.data, DType::F32, head);
       const MatrixView q = v.qkv_part(args.qkv.data, b, h0, 0), k = v.qkv_part(args.qkv.data, b, h0, 1);
       const MatrixView val = v.qkv_part(args.qkv.data, b, h0, 2), dout = v.rows(args.dout.data, b, h0);
-      const auto launch_softmax_backward = [&](TensorRef hi, TensorRef lo) {
-        launch<softmax_backward_kernel>(dim3(static_cast<unsigned>(nh * d.seq)), dim3(row_threads(d.seq)), 0, ctx.stream,
-                                        args.dprobs.f32(), probs, d.seq, head * d.seq, hi, lo, dropout);
+      const auto softmax_backward = [&](TensorRef hi, TensorRef lo) {
+        launch_softmax_backward(args.dprobs.f32(), probs, d.seq, head * d.seq, nh * d.seq, hi, lo, dropout, ctx.stream);
       };
       if (wide) {
         // Pd in dprobs (until dPd overwrites it), or P itself; then dS in place in dprobs.
         MatrixView pd = v.square(args.probs.data, DType::F32, head);
         if (dropout.active) {
-          launch<dropped_operand_kernel>(dim3(grid_for(n)), dim3(kThreads), 0, ctx.stream,
-                                         TensorRef{dprobs.data, op, nullptr}, TensorRef{}, probs, first, n, dropout);
+          launch_dropped_operand(TensorRef{dprobs.data, op, nullptr}, TensorRef{}, probs, first, n, dropout, ctx.stream);
           pd = dprobs;
         }
         gemm.batched_matmul({v.qkv_part(args.dqkv.data, b, h0, 2), pd, dout, true, false, 1.0f, 0.0f, batch}, ctx.stream);
         gemm.batched_matmul({dprobs, dout, val, false, true, 1.0f, 0.0f, batch}, ctx.stream);
-        launch_softmax_backward(TensorRef{}, TensorRef{});
+        softmax_backward(TensorRef{}, TensorRef{});
         gemm.batched_matmul({v.qkv_part(args.dqkv.data, b, h0, 0), dprobs, k, false, false, scale, 0.0f, batch}, ctx.stream);
         gemm.batched_matmul({v.qkv_part(args.dqkv.data, b, h0, 1), dprobs, q, true, false, scale, 0.0f, batch}, ctx.stream);
         continue;
@@ -354,11 +460,11 @@ void attention_backward(const AttentionBackwardArgs& args, const DeviceContext& 
       const TensorRef hi{split.hi, op, nullptr}, lo{split.lo, op, nullptr};
       const MatrixView hi_view = v.square(split.hi, op, 0), lo_view = v.square(split.lo, op, 0);
       const int64_t row0 = b * d.seq * 3 * d.channels + h0 * d.head_size, ld = 3 * d.channels;
-      launch<dropped_operand_kernel>(dim3(grid_for(n)), dim3(kThreads), 0, ctx.stream, hi, lo, probs, first, n, dropout);
+      launch_dropped_operand(hi, lo, probs, first, n, dropout, ctx.stream);
       split_product(gemm, dqkv, row0 + 2 * d.channels, ld, hi_view, lo_view, true, dout, 1.0f, d, nh, split.sum,
                     ctx.stream);
       gemm.batched_matmul({dprobs, dout, val, false, true, 1.0f, 0.0f, batch}, ctx.stream);
-      launch_softmax_backward(hi, lo);
+      softmax_backward(hi, lo);
       split_product(gemm, dqkv, row0, ld, hi_view, lo_view, false, k, scale, d, nh, split.sum, ctx.stream);
       split_product(gemm, dqkv, row0 + d.channels, ld, hi_view, lo_view, true, q, scale, d, nh, split.sum, ctx.stream);
     }
