@@ -116,22 +116,6 @@ LtProduct column_major(const MatrixView& out, const MatrixView& a, const MatrixV
   return p;
 }
 
-}  // namespace
-
-struct Gemm::State {
-  int compute_capability = 0;
-  bool allow_tf32 = false;
-  cublasLtHandle_t handle = nullptr;
-  void* memory = nullptr;  // one allocation: workspace, staging, scalars
-  size_t workspace_bytes = 0, staging_bytes = 0;
-  void* workspace() const { return memory; }
-  char* staging() const { return static_cast<char*>(memory) + workspace_bytes; }
-  float* scalars() const { return reinterpret_cast<float*>(staging() + staging_bytes); }
-  std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
-
-  void run(const LtProduct& p, const std::string& what, cudaStream_t stream);
-};
-
 // Where staged operands go for one product: bump allocation in the staging region, 256-byte aligned.
 class Staging {
  public:
@@ -152,6 +136,22 @@ class Staging {
   size_t bytes_;
   size_t used_ = 0;
   std::string what_;
+};
+
+}  // namespace
+
+struct Gemm::State {
+  int compute_capability = 0;
+  bool allow_tf32 = false;
+  cublasLtHandle_t handle = nullptr;
+  void* memory = nullptr;  // one allocation: workspace, staging, scalars
+  size_t workspace_bytes = 0, staging_bytes = 0;
+  void* workspace() const { return memory; }
+  char* staging() const { return static_cast<char*>(memory) + workspace_bytes; }
+  float* scalars() const { return reinterpret_cast<float*>(staging() + staging_bytes); }
+  std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
+
+  void run(const LtProduct& p, const std::string& what, cudaStream_t stream);
 };
 
 Gemm::Gemm(int compute_capability) : state_(std::make_unique<State>()) {
