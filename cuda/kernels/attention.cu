@@ -317,8 +317,9 @@ struct SplitScratch {
   }
   // The most heads whose split copies fit in the scratch.
   static int64_t chunk(const Dims& d, DType op, const DeviceContext& ctx, const char* op_name) {
+    // bytes() pads each copy once, not per head, so scratch / bytes(1 head) may undercount by one or more.
     int64_t heads = heads_per_chunk(d, bytes(d, op, 1), ctx, op_name);
-    while (bytes(d, op, heads) > ctx.scratch_bytes) --heads;
+    while (heads < d.heads && bytes(d, op, heads + 1) <= ctx.scratch_bytes) ++heads;
     return heads;
   }
   SplitScratch(const DeviceContext& ctx, const Dims& d, DType op, int64_t heads) {
@@ -371,6 +372,13 @@ void attention_forward(const AttentionForwardArgs& args, const DeviceContext& ct
   check_formats("attention_forward", op, {{&args.out, "out"}}, {{&args.probs, "probs"}});
   const Dropout dropout = make_dropout(args.dropout);
   if (d.batch == 0 || d.seq == 0) return;
+  const bool wide = op == DType::F32;
+  // With F32 operands Pd is P itself when nothing is dropped, else a copy; narrow operands take it split.
+  // (Checked before anything is queued, so a refusal leaves no work in flight.)
+  const int64_t chunk = wide ? (dropout.active ? heads_per_chunk(d, static_cast<size_t>(d.seq * d.seq) * 4, ctx,
+                                                                 "attention_forward")
+                                               : d.heads)
+                             : SplitScratch::chunk(d, op, ctx, "attention_forward");
   Gemm& gemm = *ctx.gemm;
   const HeadViews v{d, op};
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_size)));
@@ -381,12 +389,6 @@ void attention_forward(const AttentionForwardArgs& args, const DeviceContext& ct
   }
   launch_softmax_forward(args.probs.f32(), d.batch * d.heads * d.seq, d.seq, ctx.stream);
   const auto* probs = static_cast<const float*>(args.probs.data);
-  const bool wide = op == DType::F32;
-  // With F32 operands Pd is P itself when nothing is dropped, else a copy; narrow operands take it split.
-  const int64_t chunk = wide ? (dropout.active ? heads_per_chunk(d, static_cast<size_t>(d.seq * d.seq) * 4, ctx,
-                                                                 "attention_forward")
-                                               : d.heads)
-                             : SplitScratch::chunk(d, op, ctx, "attention_forward");
   const TensorRef out = tensor_ref(args.out);
   for (int64_t b = 0; b < d.batch; ++b) {
     for (int64_t h0 = 0; h0 < d.heads; h0 += chunk) {
