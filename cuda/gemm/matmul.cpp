@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <functional>
 #include <map>
 
 namespace gpt::cuda {
@@ -116,16 +117,20 @@ LtProduct column_major(const MatrixView& out, const MatrixView& a, const MatrixV
   return p;
 }
 
+// A product's description for error messages, built only when one is raised: a product runs in
+// microseconds of host time, and most of it would go to formatting.
+using Describe = std::function<std::string()>;
+
 // Where staged operands go for one product: bump allocation in the staging region, 256-byte aligned.
 class Staging {
  public:
-  Staging(char* base, size_t bytes, std::string what) : base_(base), bytes_(bytes), what_(std::move(what)) {}
+  Staging(char* base, size_t bytes, const Describe& what) : base_(base), bytes_(bytes), what_(what) {}
   void* take(size_t bytes, const char* purpose) {
     const size_t offset = (used_ + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
     GPT_CHECK(offset + bytes <= bytes_,
               "matmul {}: the {} needs {} bytes of Gemm's FP8 staging region, which holds {} ({} already taken by this "
               "product){}",
-              what_, purpose, bytes, bytes_, offset,
+              what_(), purpose, bytes, bytes_, offset,
               bytes_ == 0 ? " (FP8 products need compute capability 8.9 or later)" : "");
     used_ = offset + bytes;
     return base_ + offset;
@@ -135,7 +140,7 @@ class Staging {
   char* base_;
   size_t bytes_;
   size_t used_ = 0;
-  std::string what_;
+  const Describe& what_;
 };
 
 }  // namespace
@@ -151,7 +156,7 @@ struct Gemm::State {
   float* scalars() const { return reinterpret_cast<float*>(staging() + staging_bytes); }
   std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
 
-  void run(const LtProduct& p, const std::string& what, cudaStream_t stream);
+  void run(const LtProduct& p, const Describe& what, cudaStream_t stream);
 };
 
 Gemm::Gemm(int compute_capability) : state_(std::make_unique<State>()) {
@@ -175,7 +180,7 @@ size_t Gemm::device_bytes() const { return state_->workspace_bytes + state_->sta
 
 size_t Gemm::staging_bytes() const { return state_->staging_bytes; }
 
-void Gemm::State::run(const LtProduct& p, const std::string& what, cudaStream_t stream) {
+void Gemm::State::run(const LtProduct& p, const Describe& what, cudaStream_t stream) {
   const bool tf32 = allow_tf32 && p.a.dtype == DType::F32;
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cublasOperation_t op_a = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -248,7 +253,7 @@ void Gemm::State::run(const LtProduct& p, const std::string& what, cudaStream_t 
     int returned = 0;
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], pref, 1,
                                                 &result, &returned));
-    GPT_CHECK(returned > 0, "matmul {}: cuBLASLt has no algorithm for this product", what);
+    GPT_CHECK(returned > 0, "matmul {}: cuBLASLt has no algorithm for this product", what());
     found = algos.emplace(key, result.algo).first;
   }
   const void* alpha = p.device_scalars ? static_cast<const void*>(p.device_scalars) : &p.alpha;
@@ -289,13 +294,15 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
   if (!args.bias.empty())
     GPT_CHECK(args.bias.numel() == n, "matmul: bias {} should have {} elements (the output columns)", args.bias.shape_string(), n);
   const DType ta = args.a.dtype, tb = args.b.dtype, to = args.out.dtype;
-  const std::string what = fmt::format("[{},{}]x[{},{}] (a {} {}{}, b {} {}{}, out {})", m, k, k, n, dtype_name(ta),
-                                       args.a.shape_string(), trans_a ? " transposed" : "", dtype_name(tb),
-                                       args.b.shape_string(), trans_b ? " transposed" : "", dtype_name(to));
+  const Describe what = [&, trans_a = trans_a, trans_b = trans_b] {
+    return fmt::format("[{},{}]x[{},{}] (a {} {}{}, b {} {}{}, out {})", m, k, k, n, dtype_name(ta), args.a.shape_string(),
+                       trans_a ? " transposed" : "", dtype_name(tb), args.b.shape_string(), trans_b ? " transposed" : "",
+                       dtype_name(to));
+  };
   const auto refuse = [&](const char* why) {
     GPT_FAIL("matmul {}: {}. The CUDA backend multiplies F32 x F32 -> F32, BF16 x BF16 and F16 x F16 -> the same or "
              "F32, FP8 x FP8 (not E5M2 x E5M2) -> BF16, F16 or F32, and BF16/F16 x FP8 -> the 16-bit format or F32",
-             what, why);
+             what(), why);
   };
   if (m == 0 || n == 0) return;
 
@@ -309,13 +316,13 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
     if (ta == DType::E5M2 && tb == DType::E5M2) refuse("cuBLASLt has no E5M2 x E5M2 product");
     if (to != DType::BF16 && to != DType::F16 && to != DType::F32) refuse("an FP8 product's output must be BF16, F16 or F32");
     GPT_CHECK(s.compute_capability >= 89, "matmul {}: FP8 products need compute capability 8.9 or later; this device has {}.{}",
-              what, s.compute_capability / 10, s.compute_capability % 10);
+              what(), s.compute_capability / 10, s.compute_capability % 10);
     GPT_CHECK(m % 16 == 0 && n % 16 == 0 && k % 16 == 0,
-              "matmul {}: cuBLASLt's FP8 products need M, N and K to be multiples of 16; here M = {}, N = {}, K = {}", what,
+              "matmul {}: cuBLASLt's FP8 products need M, N and K to be multiples of 16; here M = {}, N = {}, K = {}", what(),
               m, n, k);
     for (const auto& [ptr, name] : {std::pair{args.a.data, "a"}, std::pair{args.b.data, "b"}, std::pair{args.out.data, "out"}})
       GPT_CHECK(reinterpret_cast<uintptr_t>(ptr) % 16 == 0, "matmul {}: FP8 products need 16-byte aligned operands; {} is at {}",
-                what, name, ptr);
+                what(), name, ptr);
     // TN: op(a) = a [M,K] and op(b) = b^T, b stored [N,K]; anything else goes through a transposed copy.
     if (trans_a) {
       void* t = staging.take(static_cast<size_t>(m * k), "transposed copy of a");
@@ -377,14 +384,16 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
 void Gemm::batched_matmul(const BatchedMatmul& q, cudaStream_t stream) {
   const int64_t m = q.trans_a ? q.a.cols : q.a.rows, k = q.trans_a ? q.a.rows : q.a.cols;
   const int64_t kb = q.trans_b ? q.b.cols : q.b.rows, n = q.trans_b ? q.b.rows : q.b.cols;
-  const std::string what = fmt::format("batched {} x [{},{}]x[{},{}] (a {}{}, b {}{}, out {})", q.batch, m, k, kb, n,
-                                       view_string(q.a), q.trans_a ? " transposed" : "", view_string(q.b),
-                                       q.trans_b ? " transposed" : "", view_string(q.out));
-  GPT_CHECK(k == kb && q.out.rows == m && q.out.cols == n && q.batch >= 1, "matmul {}: shapes do not chain", what);
+  const Describe what = [&] {
+    return fmt::format("batched {} x [{},{}]x[{},{}] (a {}{}, b {}{}, out {})", q.batch, m, k, kb, n, view_string(q.a),
+                       q.trans_a ? " transposed" : "", view_string(q.b), q.trans_b ? " transposed" : "",
+                       view_string(q.out));
+  };
+  GPT_CHECK(k == kb && q.out.rows == m && q.out.cols == n && q.batch >= 1, "matmul {}: shapes do not chain", what());
   GPT_CHECK(q.a.dtype == q.b.dtype && (q.a.dtype == DType::F32 || is_16bit(q.a.dtype)) &&
                 (q.out.dtype == q.a.dtype || q.out.dtype == DType::F32),
             "matmul {}: batched products take F32, BF16 or F16 operands of one format, written in that format or F32",
-            what);
+            what());
   if (m == 0 || n == 0) return;
   LtProduct p = column_major(q.out, q.a, q.b, q.trans_a, q.trans_b);
   p.batch = q.batch;
