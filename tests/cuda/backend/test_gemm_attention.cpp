@@ -135,5 +135,27 @@ TEST(CudaGemm, F32ProductsUseTf32OnlyWhenAllowed) {
   for (float* p : {da, db, dout}) cudaFree(p);
 }
 
+// Below compute capability 8.9 Gemm holds no FP8 staging region: a product that needs one (here a BF16 x
+// E4M3 product's widened operand) fails saying how much it needed and how much there is.
+TEST(CudaGemm, AProductNeedingMoreStagingThanHeldFailsSayingSo) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device (" << cuda::describe() << ")";
+  void* memory = nullptr;
+  ASSERT_EQ(cudaMalloc(&memory, 3 * 16 * 16 * 4), cudaSuccess);
+  char* base = static_cast<char*>(memory);
+  cuda::Gemm gemm(80);
+  EXPECT_EQ(gemm.staging_bytes(), 0u);
+  MatmulArgs args{Tensor(base, {16, 16}, DType::BF16), Tensor(base + 1024, {16, 16}, DType::BF16),
+                  Tensor(base + 2048, {16, 16}, DType::E4M3)};
+  try {
+    gemm.matmul(args, nullptr);
+    ADD_FAILURE() << "a product needing staging ran without any";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("widened FP8 operand needs 512 bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("staging region, which holds 0"), std::string::npos) << what;
+  }
+  cudaFree(memory);
+}
+
 }  // namespace
 }  // namespace gpt::test
