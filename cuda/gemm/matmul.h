@@ -1,14 +1,36 @@
 // The CUDA backend's matrix products, through cuBLASLt: Gemm owns the handle, the one workspace and the
-// algorithm chosen per shape (cached), and runs MatmulArgs products for every format the backend stores.
+// algorithm chosen per shape (cached), and runs MatmulArgs products for every format combination the
+// model's recipes pass, plus the strided-batched products of the materialised attention.
 #pragma once
 
 #include "backend/op_args.h"
 #include "common/cuda_api.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace gpt::cuda {
+
+// A row-major matrix, or a strided batch of them: element (i, j) of batch z is
+// data[z * batch_stride + i * ld + j] (in elements of dtype). rows and cols are as stored.
+struct MatrixView {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0, ld = 0;
+  int64_t batch_stride = 0;
+};
+
+// out[z] = alpha op(a[z]) op(b[z]) + beta out[z] for z < batch, with MatmulArgs' meaning of the
+// transposes; F32, BF16 and F16 operands (no FP8, no bias).
+struct BatchedMatmul {
+  MatrixView out, a, b;
+  bool trans_a = false;
+  bool trans_b = false;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  int batch = 1;
+};
 
 class Gemm {
  public:
@@ -21,8 +43,20 @@ class Gemm {
   // out = alpha op(a) op(b) + beta out + bias, as MatmulArgs says (row-major, leading dimensions folded).
   void matmul(const MatmulArgs& args, cudaStream_t stream);
 
-  // Device bytes this object holds (the workspace): what the memory plan adds for the backend.
+  // The strided-batched product (the attention's per-head products).
+  void batched_matmul(const BatchedMatmul& product, cudaStream_t stream);
+
+  // F32 products on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32) when allowed; off by default,
+  // so F32 products are FP32 products.
+  void set_allow_tf32(bool allow);
+
+  // Device bytes this object holds (cuBLASLt's workspace and the FP8 staging region): what the memory
+  // plan adds for the backend.
   size_t device_bytes() const;
+
+  // The bytes of the staging region that FP8 transposes and widened FP8 operands use: a product that
+  // needs more fails, saying so.
+  size_t staging_bytes() const;
 
  private:
   struct State;

@@ -4,8 +4,9 @@
 // The product is computed on the CPU from cuBLASLt's documented column-major semantics (cuBLAS docs,
 // "cuBLASLt API" > "cublasLtMatmul()"): D = epilogue(alpha * op(A) op(B) + beta * C), FP32 accumulation,
 // FP32 alpha and beta. Operand memory is what the emulator's cudaMalloc returns, plain host memory, so
-// the product runs synchronously on the calling thread: the emulator's streams run in order, and
-// finishing the work before the call returns is one valid schedule of cuBLASLt's asynchronous call.
+// the product runs synchronously on the calling thread once the work queued earlier on its stream has
+// run: the emulator's streams run in order, and finishing the work before the call returns is one valid
+// schedule of cuBLASLt's asynchronous call.
 // What is supported and what is refused (and with which status) is listed in rules.cpp.
 #pragma once
 

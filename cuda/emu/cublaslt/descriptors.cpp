@@ -94,6 +94,10 @@ Field preference_field(cublasLtMatmulPreferenceOpaque_t& p, cublasLtMatmulPrefer
   switch (attr) {
     case CUBLASLT_MATMUL_PREF_SEARCH_MODE: return field(p.search_mode);
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: return field(p.max_workspace_bytes);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: return field(p.min_alignment_a);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: return field(p.min_alignment_b);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: return field(p.min_alignment_c);
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: return field(p.min_alignment_d);
   }
   return Field{nullptr, 0};
 }

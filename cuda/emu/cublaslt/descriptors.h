@@ -43,9 +43,16 @@ struct cublasLtMatrixLayoutOpaque_t {
   int64_t batch_stride = 0;
 };
 
+// The alignments an algorithm may assume of the A, B, C and D pointers (cublasLt.h: 256 bytes unless
+// the caller says less); the heuristic's algorithm keeps them and cublasLtMatmul refuses pointers that
+// are less aligned.
 struct cublasLtMatmulPreferenceOpaque_t {
   uint32_t search_mode = 0;
   uint64_t max_workspace_bytes = 0;
+  uint32_t min_alignment_a = 256;
+  uint32_t min_alignment_b = 256;
+  uint32_t min_alignment_c = 256;
+  uint32_t min_alignment_d = 256;
 };
 
 namespace gpt::emu::cublaslt {

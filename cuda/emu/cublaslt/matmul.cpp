@@ -16,6 +16,9 @@
 // is unspecified, so results match a GPU to a tolerance, not bitwise.
 #include "emu/cublaslt/descriptors.h"
 #include "emu/formats.h"
+#include "emu/internal.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -189,9 +192,14 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   if (const cublasStatus_t s = gpt::emu::cublaslt::check_problem(desc, a_desc, b_desc, c_desc, d_desc, &p);
       s != CUBLAS_STATUS_SUCCESS)
     return s;
-  // One algorithm, the emulator's loop, which needs no workspace.
+  // One algorithm, the emulator's loop, which needs no workspace. It keeps the pointer alignments the
+  // preference let it assume, which cublasLtMatmul then checks.
   results[0] = cublasLtMatmulHeuristicResult_t{};
   results[0].algo.data[0] = gpt::emu::cublaslt::kHandleMagic;
+  results[0].algo.data[1] = pref->min_alignment_a;
+  results[0].algo.data[2] = pref->min_alignment_b;
+  results[0].algo.data[3] = pref->min_alignment_c;
+  results[0].algo.data[4] = pref->min_alignment_d;
   results[0].workspaceSize = 0;
   results[0].state = CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
@@ -207,7 +215,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               size_t workspace_size, cudaStream_t stream) {
   (void)workspace;
   (void)workspace_size;
-  (void)stream;  // in-order streams: finishing now is a valid schedule (cublaslt.h)
   if (handle == nullptr || handle->magic != gpt::emu::cublaslt::kHandleMagic)
     return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasLtMatmul: not a handle from cublasLtCreate");
   if (algo != nullptr && algo->data[0] != gpt::emu::cublaslt::kHandleMagic)
@@ -219,6 +226,32 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (const cublasStatus_t s = gpt::emu::cublaslt::check_pointers(p, alpha, beta, A, B, C, D);
       s != CUBLAS_STATUS_SUCCESS)
     return s;
+  // The emulated algorithm loads 16 bytes at a time wherever its preference let it assume that much
+  // alignment (cuBLASLt's kernels need their alignment too: a pointer less aligned than the preference
+  // said may be refused or fault; the status is the emulator's choice).
+  if (algo != nullptr) {
+    const struct {
+      const void* ptr;
+      uint64_t assumed;
+      const char* name;
+    } operands[] = {{A, algo->data[1], "A"}, {B, algo->data[2], "B"}, {C, algo->data[3], "C"}, {D, algo->data[4], "D"}};
+    for (const auto& o : operands) {
+      const uint64_t needed = std::min<uint64_t>(o.assumed, 16);
+      if (o.ptr != nullptr && needed > 1 && reinterpret_cast<uintptr_t>(o.ptr) % needed != 0)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                      fmt::format("cublasLtMatmul: {} at {} is not {}-byte aligned, which the heuristic assumed "
+                                  "(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{}_BYTES is {})",
+                                  o.name, o.ptr, needed, o.name, o.assumed));
+    }
+  }
+  // The product runs in stream order: after the work queued before it (a kernel that writes an operand,
+  // or the FP8 scales and device-side alpha it reads), before the work queued after it. Waiting for the
+  // earlier work and computing on the calling thread is one valid schedule of the asynchronous call.
+  if (const cudaError_t e = gpt::cuda::emu::detail::enqueue(stream, [] {}); e != cudaSuccess)
+    return refuse(CUBLAS_STATUS_EXECUTION_FAILED, fmt::format("cublasLtMatmul: stream: {}", cudaGetErrorString(e)));
+  if (const cudaError_t e = gpt::cuda::emu::detail::synchronize_stream(stream); e != cudaSuccess)
+    return refuse(CUBLAS_STATUS_EXECUTION_FAILED,
+                  fmt::format("cublasLtMatmul: earlier work on the stream failed: {}", cudaGetErrorString(e)));
   if (p.m > 0 && p.n > 0)
     gpt::emu::cublaslt::run_matmul(p, *static_cast<const float*>(alpha), *static_cast<const float*>(beta), A, B, C, D);
   gpt::emu::cublaslt::clear_refusal();

@@ -25,6 +25,8 @@
 //   - EPILOGUE_AUX_LD below rows or not a multiple of 8, aux batch stride not a multiple of 8 (cublasLt.h):
 //     INVALID_VALUE (emulator's choice of status)
 //   - TRANSC other than N (cublasLt.h: "only CUBLAS_OP_N is supported"): NOT_SUPPORTED
+//   - (cublasLtMatmul) an A, B, C or D pointer less aligned than min(16, the preference's
+//     MIN_ALIGNMENT_*_BYTES, default 256) the heuristic assumed: NOT_SUPPORTED (emulator's choice)
 //   - what this emulation does not model, though cuBLASLt has it: other orders (ROW, COL32, ...), RELU
 //     epilogues, other compute types (16F, 32F_FAST_16F/16BF, 64F, 32I), device-vector alpha, bias or aux
 //     types other than the default, aux epilogues with an FP8 D: NOT_SUPPORTED, with the reason in

@@ -1,0 +1,161 @@
+// Gemm and the materialised attention beyond the op table: the same call twice gives bitwise the same
+// outputs (no float atomics, algorithms cached), an FP8 product whose shape cuBLASLt cannot take fails
+// naming the shape, and F32 products use TF32 only when asked. On the emulator in CI, on a GPU when
+// there is one.
+#include "cuda/backend/op_table.h"
+
+#include "backend/cuda_entry.h"
+#include "gemm/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace gpt::test {
+namespace {
+
+Backend* cuda_backend() {
+  static std::unique_ptr<Backend> backend = cuda::device_count() > 0 ? cuda::make_backend() : nullptr;
+  return backend.get();
+}
+
+#define GPT_NEED_CUDA()                                                       \
+  Backend* cuda = cuda_backend();                                             \
+  if (!cuda) GTEST_SKIP() << "no CUDA device (" << cuda::describe() << ")"
+
+const OpCase& find_case(const std::string& name) {
+  for (const OpCase& c : op_cases())
+    if (c.name == name) return c;
+  throw std::runtime_error("no op table case " + name);
+}
+
+// Runs the case twice from the same inputs and demands identical bits in every output.
+void expect_bitwise_repeatable(Backend& backend, const std::string& name) {
+  const OpCase& c = find_case(name);
+  OpBench first(backend, 12345), second(backend, 12345);
+  c.run(first);
+  c.run(second);
+  const auto a = first.results(), b = second.results();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].values.size(), b[i].values.size());
+    size_t differ = 0;
+    for (size_t j = 0; j < a[i].values.size(); ++j)
+      if (std::memcmp(&a[i].values[j], &b[i].values[j], sizeof(double)) != 0) ++differ;
+    EXPECT_EQ(differ, 0u) << name << " " << a[i].name << ": " << differ << " elements differ between two runs";
+  }
+}
+
+TEST(CudaGemm, TheSameProductTwiceIsBitwiseEqual) {
+  GPT_NEED_CUDA();
+  for (const char* name : {"matmul/bf16xbf16->bf16+bf16bias/67x200x40/TN/beta1",
+                           "matmul/e5m2xe4m3->f32/48x80x64/TN/beta1",  // both FP8 operands transposed first
+                           "matmul/e4m3xe4m3->bf16+bf16bias/48x80x64/NT/beta0",
+                           "matmul/bf16xe4m3->bf16+bf16bias/67x200x40/NN/beta0"})
+    expect_bitwise_repeatable(*cuda, name);
+}
+
+TEST(CudaAttention, ForwardAndBackwardTwiceAreBitwiseEqual) {
+  GPT_NEED_CUDA();
+  for (const char* name : {"attention_forward/bf16/B2_T67_NH3_hs13/p0.1", "attention_backward/bf16/B2_T67_NH3_hs13/p0.1",
+                           "attention_backward/f32/B2_T67_NH3_hs24/p0.1"})
+    expect_bitwise_repeatable(*cuda, name);
+}
+
+TEST(CudaGemm, AnFp8ProductWithADimensionNotAMultipleOf16FailsNamingIt) {
+  GPT_NEED_CUDA();
+  OpBench b(*cuda, 1);
+  MatmulArgs args;
+  args.a = b.input({48, 40}, DType::E4M3);
+  args.b = b.input({80, 40}, DType::E4M3);
+  args.out = b.output({48, 80}, DType::BF16);
+  args.trans_b = true;
+  try {
+    cuda->matmul(args);
+    FAIL() << "a K = 40 FP8 product was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("[48,40]x[40,80]"), std::string::npos) << what;
+    EXPECT_NE(what.find("multiples of 16"), std::string::npos) << what;
+    EXPECT_NE(what.find("K = 40"), std::string::npos) << what;
+  }
+}
+
+TEST(CudaGemm, AnUnsupportedFormatCombinationFailsNamingIt) {
+  GPT_NEED_CUDA();
+  OpBench b(*cuda, 2);
+  MatmulArgs args{b.output({4, 8}, DType::F32), b.input({4, 16}, DType::F32), b.input({16, 8}, DType::BF16)};
+  try {
+    cuda->matmul(args);
+    FAIL() << "an F32 x BF16 product was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("a f32"), std::string::npos) << what;
+    EXPECT_NE(what.find("b bf16"), std::string::npos) << what;
+  }
+}
+
+// F32 inputs with full mantissas: an FP32 product matches a double reference to FP32 rounding, a TF32
+// one (inputs rounded to 10 mantissa bits) only to about 1e-3.
+TEST(CudaGemm, F32ProductsUseTf32OnlyWhenAllowed) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device (" << cuda::describe() << ")";
+  constexpr int64_t M = 16, N = 16, K = 64;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0.5f, 1.0f);
+  std::vector<float> a(M * K), b(K * N), out(M * N);
+  for (float& x : a) x = u(rng);
+  for (float& x : b) x = u(rng);
+  float *da, *db, *dout;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&da), a.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&db), b.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dout), out.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(da, a.data(), a.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(db, b.data(), b.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  cuda::Gemm gemm(90);
+  const auto largest_error = [&] {
+    MatmulArgs args{Tensor(dout, {M, N}), Tensor(da, {M, K}), Tensor(db, {K, N})};
+    gemm.matmul(args, nullptr);
+    EXPECT_EQ(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    double worst = 0.0;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double want = 0.0;
+        for (int64_t q = 0; q < K; ++q) want += static_cast<double>(a[i * K + q]) * b[q * N + j];
+        worst = std::max(worst, std::fabs(out[i * N + j] - want) / want);
+      }
+    return worst;
+  };
+  EXPECT_LT(largest_error(), 1e-6);
+  gemm.set_allow_tf32(true);
+  EXPECT_GT(largest_error(), 1e-5);
+  gemm.set_allow_tf32(false);
+  EXPECT_LT(largest_error(), 1e-6);
+  for (float* p : {da, db, dout}) cudaFree(p);
+}
+
+// Below compute capability 8.9 Gemm holds no FP8 staging region: a product that needs one (here a BF16 x
+// E4M3 product's widened operand) fails saying how much it needed and how much there is.
+TEST(CudaGemm, AProductNeedingMoreStagingThanHeldFailsSayingSo) {
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device (" << cuda::describe() << ")";
+  void* memory = nullptr;
+  ASSERT_EQ(cudaMalloc(&memory, 3 * 16 * 16 * 4), cudaSuccess);
+  char* base = static_cast<char*>(memory);
+  cuda::Gemm gemm(80);
+  EXPECT_EQ(gemm.staging_bytes(), 0u);
+  MatmulArgs args{Tensor(base, {16, 16}, DType::BF16), Tensor(base + 1024, {16, 16}, DType::BF16),
+                  Tensor(base + 2048, {16, 16}, DType::E4M3)};
+  try {
+    gemm.matmul(args, nullptr);
+    ADD_FAILURE() << "a product needing staging ran without any";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("widened FP8 operand needs 512 bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("staging region, which holds 0"), std::string::npos) << what;
+  }
+  cudaFree(memory);
+}
+
+}  // namespace
+}  // namespace gpt::test
