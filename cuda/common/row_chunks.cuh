@@ -37,6 +37,20 @@ inline bool chunk_aligned(const Tensor& t, int64_t row_length) {
   return row_length % kChunk == 0 && reinterpret_cast<uintptr_t>(t.data) % alignment == 0;
 }
 
+// Host side: threads for a block that owns one row of row_length elements, a chunk a thread at a time:
+// whole warps, as many as the row has chunks, at most max_threads.
+inline int row_block_threads(int64_t row_length, int max_threads) {
+  const int64_t chunks = (row_length + kChunk - 1) / kChunk;
+  const int64_t warps = (chunks + 31) / 32;
+  return static_cast<int>(warps * 32 < max_threads ? warps * 32 : max_threads);
+}
+
+// How many of chunk j's elements lie in a row of row_length.
+__device__ __forceinline__ int chunk_elements(int64_t row_length, int64_t j) {
+  const int64_t left = row_length - j * kChunk;
+  return left < kChunk ? static_cast<int>(left) : kChunk;
+}
+
 __device__ __forceinline__ void unpack_pairs16(const uint4& u, DType dtype, float (&v)[kChunk]) {
   const uint32_t words[4] = {u.x, u.y, u.z, u.w};
   for (int k = 0; k < 4; ++k) {
