@@ -7,8 +7,8 @@
 //
 // Forward: one warp per row (8 rows a block); three passes over the row (sum, centred sum of squares,
 // output), the later ones re-reading it from cache; the variance is the centred two-pass one.
-// Backward: one fused kernel computes din and the weight/bias partial sums; G blocks of 256 threads take
-// rows g, g+G, g+2G, ... in order. For each row the block reduces mean(dn) and mean(dn*n) (block_sum,
+// Backward: one fused kernel computes din and the weight/bias partial sums; G blocks of a thread per
+// chunk of the row (at most 256) take rows g, g+G, g+2G, ... in order. For each row the block reduces mean(dn) and mean(dn*n) (block_sum,
 // fixed order), adds din, and adds dout*n and dout to per-block column sums in shared memory, where the
 // thread that owns a chunk of columns is the same for every row, so no two threads add to one sum. Each
 // block writes its column sums to ctx.scratch ([G][2][C] floats); a second kernel adds the G partials of
@@ -237,15 +237,18 @@ void layernorm_backward(const LayerNormBackwardArgs& args, const DeviceContext& 
   const int64_t fit = static_cast<int64_t>(ctx.scratch_bytes / partial_bytes);
   GPT_CHECK(fit >= 1, "layernorm_backward: the {} bytes of scratch hold no partial sums of C = {} ({} bytes each)",
             ctx.scratch_bytes, c, partial_bytes);
-  // Two blocks per SM keep the device busy; more only multiplies the partials to add up.
-  const int blocks = static_cast<int>(std::min<int64_t>({n, 2 * static_cast<int64_t>(std::max(ctx.sm_count, 1)), fit}));
+  // A thread per chunk of the row (GPT-2's C = 768: 96 threads, no idle warps), and enough blocks for
+  // about 1024 resident threads per SM; more would only multiply the partials to add up.
+  const int threads = row_block_threads(c, kBackwardThreads);
+  const int64_t per_sm = std::max(1, 1024 / threads);
+  const int blocks = static_cast<int>(std::min<int64_t>({n, per_sm * std::max(ctx.sm_count, 1), fit}));
   const bool vector = chunk_aligned(args.din, c) && chunk_aligned(args.dout, c) && chunk_aligned(args.in, c) &&
                       chunk_aligned(args.weight, c);
   auto* partials = static_cast<float*>(ctx.scratch);
   const BackwardParams p{tensor_ref(args.din),  tensor_ref(args.dout), tensor_ref(args.in), tensor_ref(args.weight),
                          tensor_ref(args.mean), tensor_ref(args.rstd), partials,            n,
                          c,                     vector};
-  launch<layernorm_backward_kernel>(dim3(blocks), dim3(kBackwardThreads), shared_bytes, ctx.stream, p);
+  launch<layernorm_backward_kernel>(dim3(blocks), dim3(threads), shared_bytes, ctx.stream, p);
   launch<layernorm_param_grads_kernel>(dim3((c + kBackwardThreads - 1) / kBackwardThreads), dim3(kBackwardThreads), 0,
                                        ctx.stream, tensor_ref(args.dweight), tensor_ref(args.dbias),
                                        static_cast<const float*>(partials), blocks, c);
