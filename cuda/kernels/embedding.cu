@@ -11,7 +11,7 @@
 // Backward, deterministic without float atomics (llm.c buckets the tokens on the host; here the tokens
 // are on the device, so the buckets are built there, in ctx.scratch):
 //   1. counts[v] = occurrences of token v (integer atomics: exact in any order);
-//   2. offsets = exclusive prefix sum of counts (one block), offsets[Vp] = B*T;
+//   2. offsets = exclusive prefix sum of counts (one block); offsets[Vp] = the positions bucketed;
 //   3. each position appends itself to its token's bucket (an integer atomic cursor: any order);
 //   4. each position finds its rank in its bucket (how many of the bucket's positions are smaller) and
 //      moves to that slot, so every bucket lists its positions in increasing order whatever order 3 gave;
@@ -20,7 +20,7 @@
 //      stored once: the CPU's order and roundings (add_kept);
 //   6. one thread per (t, chunk) adds g over b = 0..B-1 in order to dwpe the same way.
 // Step 4 costs the sum of the squared bucket sizes: negligible for text, quadratic if one token filled
-// the whole micro-batch (B*T = 16K: 2.7e8 integer compares, a few milliseconds).
+// the whole micro-batch (B*T = 16K: 2.7e8 integer compares; estimated at milliseconds, not measured).
 #include "kernels/embedding.h"
 
 #include "common/cuda_check.h"
