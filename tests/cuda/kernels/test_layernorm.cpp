@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "cuda/kernels/row_kernel_test_util.h"
 #include "emu/control.h"
@@ -71,6 +72,25 @@ TEST_F(LayerNormBackward, ParameterGradientsMatchADoubleSumOverTheRows) {
     }
     EXPECT_NEAR(got.dweight[j], dw, 1e-6 * scale + 1e-6) << "column " << j;
     EXPECT_NEAR(got.dbias[j], db, 1e-6 * scale + 1e-6) << "column " << j;
+  }
+}
+
+class LayerNormFormats : public EmuTest {};
+
+// F64 is the CPU backend's format for gradient checks; the kernels compute in FP32 and say so.
+TEST_F(LayerNormFormats, F64IsRefusedByName) {
+  const TestContext tc(1);
+  DeviceArray<double> x(4 * 8), w(8), stats(4);
+  LayerNormForwardArgs a;
+  a.out = Tensor(x.get(), {4, 8}, DType::F64, Device::CUDA);
+  a.in = a.out;
+  a.weight = a.bias = Tensor(w.get(), {8}, DType::F64, Device::CUDA);
+  a.mean = a.rstd = Tensor(stats.get(), {4}, DType::F64, Device::CUDA);
+  try {
+    layernorm_forward(a, tc.ctx);
+    FAIL() << "an f64 layernorm ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not f64"), std::string::npos) << e.what();
   }
 }
 
