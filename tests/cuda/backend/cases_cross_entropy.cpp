@@ -2,7 +2,7 @@
 // float format (FP8 with scaling state), a vocabulary of 97 padded to 104 (vector chunks; the padding
 // columns of dlogits must come back 0), 50 padded to 67 (scalar path) and 2999 padded to 3008 (several
 // chunks a thread: the online max rescales), one row and 67, every fifth target ignored (-1), loss only,
-// dlogits apart and dlogits aliasing logits.
+// dlogits apart and dlogits aliasing logits; and bf16 logits with an f32 gradient.
 #include "cuda/backend/op_table.h"
 
 namespace gpt::test {
@@ -48,6 +48,17 @@ std::vector<OpCase> cases() {
       }
     }
   }
+  // Mixed formats: bf16 logits with an f32 gradient.
+  out.push_back({"cross_entropy/dlogits/mixed_bf16_f32/67x97of104", [](OpBench& b) {
+                   CrossEntropyArgs a;
+                   a.vocab_size = 97;
+                   a.dloss = 0.5f;
+                   a.targets = b.tokens({67}, 97, 5);
+                   a.losses = b.output({67}, DType::F32);
+                   a.logits = b.input({67, 104}, DType::BF16, -4.0f, 4.0f);
+                   a.dlogits = b.output({67, 104}, DType::F32);
+                   b.backend().cross_entropy(a);
+                 }});
   return out;
 }
 

@@ -57,6 +57,18 @@ std::vector<OpCase> cases() {
       }
     }
   }
+  // Mixed formats, as a bf16 recipe has them: f32 parameters and their gradients, bf16 activations.
+  out.push_back({"embedding_forward/mixed_f32_bf16/2x67x203/v5of8/dropout1", [](OpBench& b) {
+                   Tensor tokens = b.tokens({2, 67}, 5);
+                   Tensor wte = b.input({8, 203}, DType::F32), wpe = b.input({70, 203}, DType::F32);
+                   b.backend().embedding_forward({b.output({2, 67, 203}, DType::BF16), tokens, wte, wpe, dropout(1)});
+                 }});
+  out.push_back({"embedding_backward/mixed_bf16_f32/2x67x203/v5of8/dropout1", [](OpBench& b) {
+                   Tensor tokens = b.tokens({2, 67}, 5);
+                   Tensor dout = b.input({2, 67, 203}, DType::BF16);
+                   b.backend().embedding_backward({b.accumulated({8, 203}, DType::F32), b.accumulated({70, 203}, DType::F32),
+                                                   dout, tokens, dropout(1)});
+                 }});
   return out;
 }
 

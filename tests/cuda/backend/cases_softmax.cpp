@@ -44,6 +44,16 @@ std::vector<OpCase> cases() {
                      b.backend().softmax_backward({g, g, b.input({5, 203}, f, 0.0f, 1.0f)});
                    }});
   }
+  // Mixed formats: f32 in, bf16 out; bf16 dout and out, f32 din.
+  out.push_back({"softmax_forward/mixed_f32_bf16/67x200", [](OpBench& b) {
+                   Tensor in = b.input({67, 200}, DType::F32, -4.0f, 4.0f);
+                   b.backend().softmax_forward({b.output({67, 200}, DType::BF16), in});
+                 }});
+  out.push_back({"softmax_backward/mixed_bf16_f32/67x200", [](OpBench& b) {
+                   Tensor dout = b.input({67, 200}, DType::BF16);
+                   Tensor y = b.input({67, 200}, DType::BF16, 0.0f, 1.0f);
+                   b.backend().softmax_backward({b.output({67, 200}, DType::F32), dout, y});
+                 }});
   return out;
 }
 
