@@ -1,9 +1,257 @@
-// LayerNorm forward and backward: not written yet; the backend's op fails with a clear message until it is.
+// LayerNorm over the last dimension C of in [N,C] (leading dimensions folded), as src/cpu/layernorm.cpp:
+//   mean = sum(x)/C, rstd = 1/sqrt(sum((x-mean)^2)/C + eps), n = (x-mean)*rstd, out = n*w + b,
+// mean and rstd [N] saved. Backward, with dn = w*dout:
+//   din += (dn - mean(dn) - n*mean(dn*n)) * rstd,  dweight += sum_rows(dout*n),  dbias += sum_rows(dout).
+// Every tensor is read and written in its own format (row_chunks.cuh: 8 elements a chunk, 128-bit
+// accesses where the rows allow); statistics and sums in FP32.
+//
+// Forward: one warp per row (8 rows a block); three passes over the row (sum, centred sum of squares,
+// output), the later ones re-reading it from cache; the variance is the centred two-pass one.
+// Backward: one fused kernel computes din and the weight/bias partial sums; G blocks of a thread per
+// chunk of the row (at most 256) take rows g, g+G, g+2G, ... in order. For each row the block reduces mean(dn) and mean(dn*n) (block_sum,
+// fixed order), adds din, and adds dout*n and dout to per-block column sums in shared memory, where the
+// thread that owns a chunk of columns is the same for every row, so no two threads add to one sum. Each
+// block writes its column sums to ctx.scratch ([G][2][C] floats); a second kernel adds the G partials of
+// each column in block order and accumulates them into dweight and dbias. No atomics: the result depends
+// only on N, C and G (fixed by the shape and the device's SM count), so it is bitwise reproducible.
+//
+// Fusion: nothing beyond the above. The model (src/model/gpt.cpp, block_forward) runs residual_forward
+// right before layernorm_forward twice per block (Residual2 = in + dropout(attn) -> ln2; Out =
+// Residual2 + dropout(mlp) -> the next block's ln1, and the last block's Out -> lnf), so a fused
+// residual+layernorm kernel, as llm.c's fused_residual_forward, would save one read of the residual
+// stream there; the op interface has no such op yet.
 #include "kernels/layernorm.h"
 
-namespace gpt::cuda {
+#include "common/block_reduce.cuh"
+#include "common/cuda_check.h"
+#include "common/launch.cuh"
+#include "common/row_chunks.cuh"
 
-void layernorm_forward(const LayerNormForwardArgs&, const DeviceContext&) { GPT_FAIL("cuda backend: layernorm_forward is not implemented yet"); }
-void layernorm_backward(const LayerNormBackwardArgs&, const DeviceContext&) { GPT_FAIL("cuda backend: layernorm_backward is not implemented yet"); }
+#include <algorithm>
+#include <utility>
+
+namespace gpt::cuda {
+namespace {
+
+constexpr int kForwardThreads = 256;  // 8 warps: 8 rows a block
+constexpr int kBackwardThreads = 256;
+
+struct ForwardParams {
+  TensorRef out, mean, rstd, in, weight, bias;
+  int64_t rows;
+  int c;
+  float eps;
+  bool vector;
+};
+
+__global__ void __launch_bounds__(kForwardThreads) layernorm_forward_kernel(ForwardParams p) {
+  const int lane = threadIdx.x % warpSize;
+  const int warps = blockDim.x / warpSize;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / warpSize;
+  if (row >= p.rows) return;  // a whole warp leaves together, so the warp sums below stay complete
+  const int chunks = (p.c + kChunk - 1) / kChunk;
+  const int64_t base = row * p.c;
+  const float in_scale_inv = read_scale_inv(p.in);
+  const float w_scale_inv = read_scale_inv(p.weight), b_scale_inv = read_scale_inv(p.bias);
+  float v[kChunk];
+
+  float sum = 0.0f;
+  for (int j = lane; j < chunks; j += warpSize) {
+    const int n = min(kChunk, p.c - j * kChunk);
+    load_chunk(p.in, base + j * kChunk, n, p.vector, v, in_scale_inv);
+    for (int k = 0; k < kChunk; ++k) sum += v[k];
+  }
+  const float mean = warp_sum(sum) / p.c;
+
+  float sq = 0.0f;
+  for (int j = lane; j < chunks; j += warpSize) {
+    const int n = min(kChunk, p.c - j * kChunk);
+    load_chunk(p.in, base + j * kChunk, n, p.vector, v, in_scale_inv);
+    for (int k = 0; k < n; ++k) sq += (v[k] - mean) * (v[k] - mean);
+  }
+  const float rstd = rsqrtf(warp_sum(sq) / p.c + p.eps);
+
+  Fp8Tally out_tally;
+  const float out_scale = write_scale(p.out);
+  Fp8Tally* out_t = p.out.scaling ? &out_tally : nullptr;
+  float w[kChunk], b[kChunk];
+  for (int j = lane; j < chunks; j += warpSize) {
+    const int n = min(kChunk, p.c - j * kChunk);
+    load_chunk(p.in, base + j * kChunk, n, p.vector, v, in_scale_inv);
+    load_chunk(p.weight, j * kChunk, n, p.vector, w, w_scale_inv);
+    load_chunk(p.bias, j * kChunk, n, p.vector, b, b_scale_inv);
+    for (int k = 0; k < kChunk; ++k) v[k] = (v[k] - mean) * rstd * w[k] + b[k];
+    store_chunk(p.out, base + j * kChunk, n, p.vector, v, out_scale, out_t);
+  }
+  flush_fp8_tally(p.out.scaling, out_tally);
+  if (lane == 0) {
+    Fp8Tally mean_tally, rstd_tally;
+    store(p.mean, row, mean, write_scale(p.mean), true, p.mean.scaling ? &mean_tally : nullptr);
+    store(p.rstd, row, rstd, write_scale(p.rstd), true, p.rstd.scaling ? &rstd_tally : nullptr);
+    flush_fp8_tally(p.mean.scaling, mean_tally);
+    flush_fp8_tally(p.rstd.scaling, rstd_tally);
+  }
+}
+
+struct BackwardParams {
+  TensorRef din, dout, in, weight, mean, rstd;
+  float* partials;  // [gridDim.x][2][c]: the block's dweight then dbias column sums
+  int64_t rows;
+  int c;
+  bool vector;
+};
+
+__global__ void __launch_bounds__(kBackwardThreads) layernorm_backward_kernel(BackwardParams p) {
+  float* dw_sum = dynamic_shared_memory<float>();  // [c], then db_sum [c]
+  float* db_sum = dw_sum + p.c;
+  const int chunks = (p.c + kChunk - 1) / kChunk;
+  // Thread t owns the columns of chunks t, t + blockDim.x, ...: it alone touches their sums.
+  for (int j = threadIdx.x; j < chunks; j += blockDim.x) {
+    for (int k = 0; k < kChunk && j * kChunk + k < p.c; ++k) dw_sum[j * kChunk + k] = db_sum[j * kChunk + k] = 0.0f;
+  }
+  const float dout_scale_inv = read_scale_inv(p.dout), in_scale_inv = read_scale_inv(p.in);
+  const float w_scale_inv = read_scale_inv(p.weight), din_scale_inv = read_scale_inv(p.din);
+  const float din_scale = write_scale(p.din);
+  Fp8Tally din_tally;
+  Fp8Tally* din_t = p.din.scaling ? &din_tally : nullptr;
+  float dy[kChunk], x[kChunk], w[kChunk], dx[kChunk];
+
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const int64_t base = row * p.c;
+    const float mean = load(p.mean, row, read_scale_inv(p.mean));
+    const float rstd = load(p.rstd, row, read_scale_inv(p.rstd));
+    float dn_part = 0.0f, dn_n_part = 0.0f;
+    for (int j = threadIdx.x; j < chunks; j += blockDim.x) {
+      const int n = min(kChunk, p.c - j * kChunk);
+      load_chunk(p.dout, base + j * kChunk, n, p.vector, dy, dout_scale_inv);
+      load_chunk(p.in, base + j * kChunk, n, p.vector, x, in_scale_inv);
+      load_chunk(p.weight, j * kChunk, n, p.vector, w, w_scale_inv);
+      for (int k = 0; k < n; ++k) {
+        const float norm = (x[k] - mean) * rstd;
+        const float dn = w[k] * dy[k];
+        dn_part += dn;
+        dn_n_part += dn * norm;
+        dw_sum[j * kChunk + k] += dy[k] * norm;
+        db_sum[j * kChunk + k] += dy[k];
+      }
+    }
+    const float dn_mean = block_sum(dn_part) / p.c;
+    const float dn_n_mean = block_sum(dn_n_part) / p.c;
+    for (int j = threadIdx.x; j < chunks; j += blockDim.x) {
+      const int n = min(kChunk, p.c - j * kChunk);
+      load_chunk(p.dout, base + j * kChunk, n, p.vector, dy, dout_scale_inv);
+      load_chunk(p.in, base + j * kChunk, n, p.vector, x, in_scale_inv);
+      load_chunk(p.weight, j * kChunk, n, p.vector, w, w_scale_inv);
+      load_chunk(p.din, base + j * kChunk, n, p.vector, dx, din_scale_inv);
+      for (int k = 0; k < kChunk; ++k) {
+        const float norm = (x[k] - mean) * rstd;
+        dx[k] += (w[k] * dy[k] - dn_mean - norm * dn_n_mean) * rstd;
+      }
+      store_chunk(p.din, base + j * kChunk, n, p.vector, dx, din_scale, din_t);
+    }
+  }
+  flush_fp8_tally(p.din.scaling, din_tally);
+  float* out = p.partials + static_cast<int64_t>(blockIdx.x) * 2 * p.c;
+  for (int j = threadIdx.x; j < chunks; j += blockDim.x) {
+    for (int k = 0; k < kChunk && j * kChunk + k < p.c; ++k) {
+      out[j * kChunk + k] = dw_sum[j * kChunk + k];
+      out[p.c + j * kChunk + k] = db_sum[j * kChunk + k];
+    }
+  }
+}
+
+// dweight[c] += sum_g partials[g][0][c], dbias[c] += sum_g partials[g][1][c], g in increasing order.
+__global__ void __launch_bounds__(kBackwardThreads)
+    layernorm_param_grads_kernel(TensorRef dweight, TensorRef dbias, const float* partials, int blocks, int c) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  Fp8Tally dw_tally, db_tally;
+  if (col < c) {
+    float dw = 0.0f, db = 0.0f;
+    for (int g = 0; g < blocks; ++g) {
+      dw += partials[static_cast<int64_t>(g) * 2 * c + col];
+      db += partials[static_cast<int64_t>(g) * 2 * c + c + col];
+    }
+    store(dweight, col, load(dweight, col, read_scale_inv(dweight)) + dw, write_scale(dweight), true,
+          dweight.scaling ? &dw_tally : nullptr);
+    store(dbias, col, load(dbias, col, read_scale_inv(dbias)) + db, write_scale(dbias), true,
+          dbias.scaling ? &db_tally : nullptr);
+  }
+  flush_fp8_tally(dweight.scaling, dw_tally);
+  flush_fp8_tally(dbias.scaling, db_tally);
+}
+
+// Checks the shapes shared by forward and backward; returns {rows, channels}.
+std::pair<int64_t, int> layernorm_shape(const char* op, const Tensor& in, const Tensor& weight, const Tensor& mean,
+                                        const Tensor& rstd) {
+  GPT_CHECK(!in.empty() && in.ndim >= 1, "{}: in must be given", op);
+  const int64_t c = in.dim(-1);
+  GPT_CHECK(c > 0 && c <= (int64_t{1} << 30), "{}: in {} has {} channels", op, in.shape_string(), c);
+  const int64_t n = in.numel() / c;
+  GPT_CHECK(!weight.empty() && weight.numel() == c, "{}: weight {} should have {} elements (the channels of in {})", op,
+            weight.shape_string(), c, in.shape_string());
+  GPT_CHECK(!mean.empty() && mean.numel() == n, "{}: mean {} should have {} elements (one per row)", op, mean.shape_string(), n);
+  GPT_CHECK(!rstd.empty() && rstd.numel() == n, "{}: rstd {} should have {} elements (one per row)", op, rstd.shape_string(), n);
+  return {n, static_cast<int>(c)};
+}
+
+}  // namespace
+
+void layernorm_forward(const LayerNormForwardArgs& args, const DeviceContext& ctx) {
+  const auto [n, c] = layernorm_shape("layernorm_forward", args.in, args.weight, args.mean, args.rstd);
+  GPT_CHECK(!args.bias.empty() && args.bias.numel() == c, "layernorm_forward: bias {} should have {} elements",
+            args.bias.shape_string(), c);
+  GPT_CHECK(!args.out.empty() && args.out.numel() == args.in.numel(), "layernorm_forward: out {} should match in {}",
+            args.out.shape_string(), args.in.shape_string());
+  check_row_formats("layernorm_forward", {&args.out, &args.mean, &args.rstd, &args.in, &args.weight, &args.bias});
+  if (n == 0) return;
+  const bool vector = chunk_aligned(args.out, c) && chunk_aligned(args.in, c) && chunk_aligned(args.weight, c) &&
+                      chunk_aligned(args.bias, c);
+  const ForwardParams p{tensor_ref(args.out),    tensor_ref(args.mean), tensor_ref(args.rstd), tensor_ref(args.in),
+                        tensor_ref(args.weight), tensor_ref(args.bias), n,                     c,
+                        args.eps,                vector};
+  constexpr int kRowsPerBlock = kForwardThreads / 32;
+  const int64_t blocks = (n + kRowsPerBlock - 1) / kRowsPerBlock;
+  GPT_CHECK(blocks <= 0x7FFFFFFF, "layernorm_forward: {} rows are too many for one grid", n);
+  launch<layernorm_forward_kernel>(dim3(static_cast<unsigned>(blocks)), dim3(kForwardThreads), 0, ctx.stream, p);
+}
+
+void layernorm_backward(const LayerNormBackwardArgs& args, const DeviceContext& ctx) {
+  const auto [n, c] = layernorm_shape("layernorm_backward", args.in, args.weight, args.mean, args.rstd);
+  GPT_CHECK(!args.dweight.empty() && args.dweight.numel() == c, "layernorm_backward: dweight {} should have {} elements",
+            args.dweight.shape_string(), c);
+  GPT_CHECK(!args.dbias.empty() && args.dbias.numel() == c, "layernorm_backward: dbias {} should have {} elements",
+            args.dbias.shape_string(), c);
+  GPT_CHECK(!args.din.empty() && args.din.numel() == args.in.numel(), "layernorm_backward: din {} should match in {}",
+            args.din.shape_string(), args.in.shape_string());
+  GPT_CHECK(!args.dout.empty() && args.dout.numel() == args.in.numel(), "layernorm_backward: dout {} should match in {}",
+            args.dout.shape_string(), args.in.shape_string());
+  check_row_formats("layernorm_backward", {&args.din, &args.dweight, &args.dbias, &args.dout, &args.in, &args.weight,
+                                           &args.mean, &args.rstd});
+  if (n == 0) return;
+  const size_t shared_bytes = 2 * static_cast<size_t>(c) * sizeof(float);
+  GPT_CHECK(shared_bytes <= 48 * 1024,
+            "layernorm_backward: C = {} needs {} bytes of shared memory for its column sums, more than the 48 KiB a "
+            "block gets without opting in (C <= 6144)",
+            c, shared_bytes);
+  const size_t partial_bytes = 2 * static_cast<size_t>(c) * sizeof(float);
+  const int64_t fit = static_cast<int64_t>(ctx.scratch_bytes / partial_bytes);
+  GPT_CHECK(fit >= 1, "layernorm_backward: the {} bytes of scratch hold no partial sums of C = {} ({} bytes each)",
+            ctx.scratch_bytes, c, partial_bytes);
+  // A thread per chunk of the row (GPT-2's C = 768: 96 threads, no idle warps), and enough blocks for
+  // about 1024 resident threads per SM; more would only multiply the partials to add up.
+  const int threads = row_block_threads(c, kBackwardThreads);
+  const int64_t per_sm = std::max(1, 1024 / threads);
+  const int blocks = static_cast<int>(std::min<int64_t>({n, per_sm * std::max(ctx.sm_count, 1), fit}));
+  const bool vector = chunk_aligned(args.din, c) && chunk_aligned(args.dout, c) && chunk_aligned(args.in, c) &&
+                      chunk_aligned(args.weight, c);
+  auto* partials = static_cast<float*>(ctx.scratch);
+  const BackwardParams p{tensor_ref(args.din),  tensor_ref(args.dout), tensor_ref(args.in), tensor_ref(args.weight),
+                         tensor_ref(args.mean), tensor_ref(args.rstd), partials,            n,
+                         c,                     vector};
+  launch<layernorm_backward_kernel>(dim3(blocks), dim3(threads), shared_bytes, ctx.stream, p);
+  launch<layernorm_param_grads_kernel>(dim3((c + kBackwardThreads - 1) / kBackwardThreads), dim3(kBackwardThreads), 0,
+                                       ctx.stream, tensor_ref(args.dweight), tensor_ref(args.dbias),
+                                       static_cast<const float*>(partials), blocks, c);
+}
 
 }  // namespace gpt::cuda

@@ -1,0 +1,75 @@
+// Op table cases of layernorm forward and backward (cuda/kernels/layernorm.cu): every float format for the
+// activations and parameters (FP8 with scaling state on inputs and outputs), mean/rstd in F32 and in the
+// activations' format, rows of 1 and 67, channels of 200 (vector chunks), 203 (scalar path) and a 3-d
+// [2,5,768] input; din, dweight and dbias accumulate.
+#include "cuda/backend/op_table.h"
+
+namespace gpt::test {
+namespace {
+
+struct Shape {
+  int64_t b, t, c;
+  std::string tag() const { return fmt::format("{}x{}x{}", b, t, c); }
+};
+
+constexpr Shape kShapes[] = {{1, 1, 200}, {1, 67, 203}, {2, 5, 768}};
+
+// A tensor in format f; FP8 ones get scaling state with a scale that is not 1.
+Tensor scaled(OpBench& b, Tensor t, float scale) {
+  if (t.dtype == DType::E4M3 || t.dtype == DType::E5M2) t.scaling = b.fp8_meta(scale);
+  return t;
+}
+
+std::vector<OpCase> cases() {
+  std::vector<OpCase> out;
+  for (DType f : kTableFormats) {
+    for (const Shape s : kShapes) {
+      for (const bool stats_f32 : {true, false}) {
+        if (!stats_f32 && f == DType::F32) continue;
+        const DType stats = stats_f32 ? DType::F32 : f;
+        const std::string tag = fmt::format("{}/stats_{}/{}", format_tag(f), format_tag(stats), s.tag());
+        out.push_back({"layernorm_forward/" + tag, [=](OpBench& b) {
+                         LayerNormForwardArgs a;
+                         a.in = scaled(b, b.input({s.b, s.t, s.c}, f, -2.0f, 3.0f), 2.0f);
+                         a.weight = scaled(b, b.input({s.c}, f, 0.5f, 1.5f), 1.0f);
+                         a.bias = scaled(b, b.input({s.c}, f), 4.0f);
+                         a.out = scaled(b, b.output({s.b, s.t, s.c}, f), 8.0f);
+                         a.mean = scaled(b, b.output({s.b, s.t}, stats), 16.0f);
+                         a.rstd = scaled(b, b.output({s.b, s.t}, stats), 16.0f);
+                         b.backend().layernorm_forward(a);
+                       }});
+        out.push_back({"layernorm_backward/" + tag, [=](OpBench& b) {
+                         LayerNormBackwardArgs a;
+                         a.dout = scaled(b, b.input({s.b, s.t, s.c}, f), 4.0f);
+                         a.in = scaled(b, b.input({s.b, s.t, s.c}, f, -2.0f, 3.0f), 2.0f);
+                         a.weight = scaled(b, b.input({s.c}, f, 0.5f, 1.5f), 1.0f);
+                         a.mean = scaled(b, b.input({s.b, s.t}, stats, 0.0f, 1.0f), 16.0f);
+                         a.rstd = scaled(b, b.input({s.b, s.t}, stats, 0.5f, 2.0f), 16.0f);
+                         a.din = scaled(b, b.accumulated({s.b, s.t, s.c}, f), 4.0f);
+                         a.dweight = scaled(b, b.accumulated({s.c}, f), 2.0f);
+                         a.dbias = scaled(b, b.accumulated({s.c}, f), 2.0f);
+                         b.backend().layernorm_backward(a);
+                       }});
+      }
+    }
+  }
+  // Mixed formats, as a bf16 recipe has them: bf16 activations with f32 parameters and gradients.
+  out.push_back({"layernorm_forward/mixed_bf16_f32/2x5x768", [](OpBench& b) {
+                   b.backend().layernorm_forward({b.output({2, 5, 768}, DType::BF16), b.output({2, 5}, DType::F32),
+                                                  b.output({2, 5}, DType::F32), b.input({2, 5, 768}, DType::BF16),
+                                                  b.input({768}, DType::F32), b.input({768}, DType::F32), 1e-5f});
+                 }});
+  out.push_back({"layernorm_backward/mixed_bf16_f32/2x5x768", [](OpBench& b) {
+                   b.backend().layernorm_backward(
+                       {b.accumulated({2, 5, 768}, DType::F32), b.accumulated({768}, DType::F32),
+                        b.accumulated({768}, DType::F32), b.input({2, 5, 768}, DType::BF16),
+                        b.input({2, 5, 768}, DType::BF16), b.input({768}, DType::F32),
+                        b.input({2, 5}, DType::F32), b.input({2, 5}, DType::F32, 0.5f, 2.0f)});
+                 }});
+  return out;
+}
+
+const OpCases registered(cases());
+
+}  // namespace
+}  // namespace gpt::test
