@@ -1,9 +1,148 @@
-// Residual add with dropout, and its backward: not written yet; the backend's op fails with a clear message until it is.
+// Residual add with dropout on the branch, element-wise over any shape (src/cpu/residual.cpp is the
+// reference; the flat index i is the dropout element):
+//   forward   out = residual + keep(i) * x / (1-p)      (out may alias residual or x)
+//   backward  dx  = keep(i) * dout / (1-p)               (dx may alias dout; the residual's gradient is dout)
+// keep(i) is the CPU's rule (src/cpu/dropout.h): stream.word(i) >= dropout_threshold(p), one Philox4x32-10
+// block per 4 consecutive elements, so the GPU draws the CPU's mask bit for bit in any thread layout.
+// With dropout the branch is scaled in double, as the CPU does, before the one rounding to FP32 (and then
+// to the output's format); without it the sum is the FP32 residual + x.
+// Layout: flat, any float format per tensor but F64 (FP8 read times its scale_inv, stored with its scale
+// and statistics). Each thread takes units of 8 consecutive elements (two Philox blocks), one 128-bit
+// access per tensor when every pointer is aligned (vector_access.cuh), grid-stride. Fused: the mask is
+// drawn where it is applied, never stored. Backward without dropout between tensors of one format and
+// scaling state is a byte copy on the stream.
 #include "kernels/residual.h"
 
-namespace gpt::cuda {
+#include "common/cuda_check.h"
+#include "common/launch.cuh"
+#include "common/vector_access.cuh"
 
-void residual_forward(const ResidualForwardArgs&, const DeviceContext&) { GPT_FAIL("cuda backend: residual_forward is not implemented yet"); }
-void residual_backward(const ResidualBackwardArgs&, const DeviceContext&) { GPT_FAIL("cuda backend: residual_backward is not implemented yet"); }
+#include <algorithm>
+
+namespace gpt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// What a kernel needs of a DropoutSpec; active false draws nothing.
+struct Dropout {
+  RngStream stream;
+  uint32_t threshold = 0;
+  double scale = 1.0;  // 1 / (1-p)
+  bool active = false;
+};
+
+Dropout dropout_of(const DropoutSpec& spec, const char* op) {
+  GPT_CHECK(spec.p >= 0.0f && spec.p < 1.0f, "{}: dropout probability must be in [0, 1), got {}", op, spec.p);
+  Dropout d;
+  d.stream = spec.stream;
+  d.active = spec.active();
+  d.threshold = dropout_threshold(spec.p);
+  d.scale = d.active ? 1.0 / (1.0 - static_cast<double>(spec.p)) : 1.0;
+  return d;
+}
+
+// keep[k] for elements i .. i+7 (i a multiple of 4: whole Philox blocks, the last one only when needed).
+__device__ __forceinline__ void dropout_keep(const Dropout& d, int64_t i, int count, bool (&keep)[kPack]) {
+  for (int b = 0; b < kPack / 4; ++b) {
+    if (4 * b >= count) {
+      for (int k = 0; k < 4; ++k) keep[4 * b + k] = false;
+      continue;
+    }
+    const Philox4 words = d.stream.block(static_cast<uint32_t>((i >> 2) + b));
+    for (int k = 0; k < 4; ++k) keep[4 * b + k] = words.v[k] >= d.threshold;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    residual_forward_kernel(TensorRef out, TensorRef residual, TensorRef x, int64_t n, Dropout dropout, bool vector) {
+  const float residual_scale_inv = read_scale_inv(residual), x_scale_inv = read_scale_inv(x);
+  const float out_scale = write_scale(out);
+  Fp8Tally tally;
+  Fp8Tally* out_tally = tally_of(out, tally);
+  for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * kPack; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x * kPack) {
+    const int count = static_cast<int>(std::min<int64_t>(kPack, n - i));
+    float r[kPack], v[kPack];
+    load_values(residual, i, count, vector, r, residual_scale_inv);
+    load_values(x, i, count, vector, v, x_scale_inv);
+    if (dropout.active) {
+      bool keep[kPack];
+      dropout_keep(dropout, i, count, keep);
+      for (int k = 0; k < kPack; ++k) {
+        const double branch = keep[k] ? v[k] * dropout.scale : 0.0;
+        v[k] = static_cast<float>(r[k] + branch);
+      }
+    } else {
+      for (int k = 0; k < kPack; ++k) v[k] = r[k] + v[k];
+    }
+    store_values(out, i, count, vector, v, out_scale, true, out_tally);
+  }
+  flush_fp8_tally(out_tally ? out.scaling : nullptr, tally);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    residual_backward_kernel(TensorRef dx, TensorRef dout, int64_t n, Dropout dropout, bool vector) {
+  const float dout_scale_inv = read_scale_inv(dout), dx_scale = write_scale(dx);
+  Fp8Tally tally;
+  Fp8Tally* dx_tally = tally_of(dx, tally);
+  for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * kPack; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x * kPack) {
+    const int count = static_cast<int>(std::min<int64_t>(kPack, n - i));
+    float g[kPack];
+    load_values(dout, i, count, vector, g, dout_scale_inv);
+    if (dropout.active) {
+      bool keep[kPack];
+      dropout_keep(dropout, i, count, keep);
+      for (int k = 0; k < kPack; ++k) g[k] = keep[k] ? static_cast<float>(g[k] * dropout.scale) : 0.0f;
+    }
+    store_values(dx, i, count, vector, g, dx_scale, true, dx_tally);
+  }
+  flush_fp8_tally(dx_tally ? dx.scaling : nullptr, tally);
+}
+
+void check_format(const Tensor& t, const char* op, const char* name) {
+  GPT_CHECK(t.dtype == DType::F32 || is_narrow_float(t.dtype),
+            "{}: {} is {}; the CUDA backend computes in FP32 and takes f32, bf16, f16, e4m3 or e5m2 (f64 is the CPU's "
+            "gradient-check format)",
+            op, name, dtype_name(t.dtype));
+}
+
+}  // namespace
+
+void residual_forward(const ResidualForwardArgs& args, const DeviceContext& ctx) {
+  GPT_CHECK(!args.out.empty() && !args.residual.empty() && !args.x.empty(), "residual_forward: out, residual and x must be given");
+  GPT_CHECK(args.out.numel() == args.x.numel() && args.residual.numel() == args.x.numel(),
+            "residual_forward: out {}, residual {} and x {} should have one element count", args.out.shape_string(),
+            args.residual.shape_string(), args.x.shape_string());
+  check_format(args.out, "residual_forward", "out");
+  check_format(args.residual, "residual_forward", "residual");
+  check_format(args.x, "residual_forward", "x");
+  const Dropout dropout = dropout_of(args.dropout, "residual_forward");
+  const int64_t n = args.x.numel();
+  if (n == 0) return;
+  const bool vector = pack_aligned(args.out) && pack_aligned(args.residual) && pack_aligned(args.x);
+  launch<residual_forward_kernel>(dim3(pack_grid(n, kThreads)), dim3(kThreads), 0, ctx.stream, tensor_ref(args.out),
+                                  tensor_ref(args.residual), tensor_ref(args.x), n, dropout, vector);
+}
+
+void residual_backward(const ResidualBackwardArgs& args, const DeviceContext& ctx) {
+  GPT_CHECK(!args.dx.empty() && !args.dout.empty(), "residual_backward: dx and dout must be given");
+  GPT_CHECK(args.dx.numel() == args.dout.numel(), "residual_backward: dx {} should match dout {}", args.dx.shape_string(),
+            args.dout.shape_string());
+  check_format(args.dx, "residual_backward", "dx");
+  check_format(args.dout, "residual_backward", "dout");
+  const Dropout dropout = dropout_of(args.dropout, "residual_backward");
+  const int64_t n = args.dout.numel();
+  if (n == 0) return;
+  if (!dropout.active && args.dx.dtype == args.dout.dtype && args.dx.scaling == args.dout.scaling) {
+    if (args.dx.data != args.dout.data)
+      CUDA_CHECK(cudaMemcpyAsync(args.dx.data, args.dout.data, args.dout.bytes(), cudaMemcpyDeviceToDevice, ctx.stream));
+    return;
+  }
+  const bool vector = pack_aligned(args.dx) && pack_aligned(args.dout);
+  launch<residual_backward_kernel>(dim3(pack_grid(n, kThreads)), dim3(kThreads), 0, ctx.stream, tensor_ref(args.dx),
+                                   tensor_ref(args.dout), n, dropout, vector);
+}
 
 }  // namespace gpt::cuda

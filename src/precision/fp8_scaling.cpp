@@ -71,12 +71,6 @@ void Fp8ScalingConfig::validate() const {
   GPT_CHECK(margin >= 0 && margin <= 64, "precision.fp8.margin must be in [0, 64], got {}", margin);
 }
 
-float fp8_scale_from_amax(float amax, float fp8_max, int margin, float previous_scale) {
-  if (!(amax > 0.0f) || !std::isfinite(amax)) return previous_scale;
-  const float scale = std::ldexp(fp8_max / amax, -margin);
-  return std::isinf(scale) ? std::numeric_limits<float>::max() : scale;
-}
-
 Fp8TensorScaling::Fp8TensorScaling(DType format, const Fp8ScalingConfig& config)
     : format_(format), fp8_max_(float_format_max(format)), config_(config) {
   GPT_CHECK(format == DType::E4M3 || format == DType::E5M2, "fp8 scaling: {} is not an FP8 format (e4m3, e5m2)",

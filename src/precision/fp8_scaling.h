@@ -20,6 +20,7 @@
 #pragma once
 
 #include "core/dtype.h"
+#include "precision/fp8_scale_rule.h"
 
 #include <cstdint>
 #include <span>
@@ -46,9 +47,8 @@ struct Fp8ScalingConfig {
   void validate() const;
 };
 
-// (fp8_max / amax) / 2^margin in FP32, or previous_scale when amax is 0, negative or not finite;
-// FLT_MAX when the quotient overflows.
-float fp8_scale_from_amax(float amax, float fp8_max, int margin, float previous_scale);
+// fp8_scale_from_amax(amax, fp8_max, margin, previous_scale), the scale rule, is in fp8_scale_rule.h
+// (usable in CUDA kernels).
 
 // What a checkpoint keeps of one tensor's scaling.
 struct Fp8TensorState {

@@ -1,0 +1,63 @@
+// Op table cases of adamw_update (cuda/kernels/adamw.cu): FP32 masters and moments with gradients in
+// every float format the CPU accepts (FP8 with scaling state: read times its scale_inv), odd sizes, an
+// unaligned range (what a ZeRO shard's view can be), three steps in a row (the bias corrections change
+// with the step), weight decay on and off, a gradient scale.
+#include "cuda/backend/op_table.h"
+
+namespace gpt::test {
+namespace {
+
+struct Shape {
+  const char* tag;
+  std::initializer_list<int64_t> dims;
+};
+const Shape kShapes[] = {{"n1", {1}}, {"n67", {67}}, {"n4099", {4099}}, {"67x200", {67, 200}}};
+
+bool is_fp8(DType f) { return f == DType::E4M3 || f == DType::E5M2; }
+
+void steps(OpBench& b, const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, float weight_decay) {
+  for (int64_t step = 1; step <= 3; ++step) {
+    AdamWArgs a;
+    a.params = params;
+    a.grads = grads;
+    a.m = m;
+    a.v = v;
+    a.lr = 1e-3f * static_cast<float>(step);
+    a.weight_decay = weight_decay;
+    a.grad_scale = 0.5f;
+    a.step = step;
+    b.backend().adamw_update(a);
+  }
+}
+
+std::vector<OpCase> cases() {
+  std::vector<OpCase> out;
+  for (DType g : kTableFormats) {
+    for (const Shape& s : kShapes) {
+      for (float weight_decay : {0.0f, 0.1f}) {
+        const auto dims = s.dims;
+        out.push_back({fmt::format("adamw_update/grads-{}/{}/wd{}", format_tag(g), s.tag, weight_decay), [=](OpBench& b) {
+                         Tensor params = b.accumulated(dims, DType::F32);
+                         Tensor grads = b.input(dims, g);
+                         if (is_fp8(g)) grads.scaling = b.fp8_meta(8.0f);
+                         Tensor m = b.accumulated(dims, DType::F32, -1e-2f, 1e-2f);
+                         Tensor v = b.accumulated(dims, DType::F32, 0.0f, 1e-3f);
+                         steps(b, params, grads, m, v, weight_decay);
+                       }});
+      }
+    }
+    out.push_back({fmt::format("adamw_update/grads-{}/unaligned", format_tag(g)), [=](OpBench& b) {
+                     Tensor params = b.accumulated({4099}, DType::F32);
+                     Tensor grads = b.input({4099}, g);
+                     Tensor m = b.accumulated({4099}, DType::F32, -1e-2f, 1e-2f);
+                     Tensor v = b.accumulated({4099}, DType::F32, 0.0f, 1e-3f);
+                     steps(b, params.elements(1, 4098), grads.elements(1, 4098), m.elements(1, 4098), v.elements(1, 4098), 0.1f);
+                   }});
+  }
+  return out;
+}
+
+const OpCases registered(cases());
+
+}  // namespace
+}  // namespace gpt::test
