@@ -42,13 +42,14 @@ int local_device_index(int device_count) {
   return 0;
 }
 
-CudaBackend::CudaBackend(int device_index) {
+CudaBackend::CudaBackend(int device_index, bool allow_tf32) {
   CUDA_CHECK(cudaSetDevice(device_index));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
   info_ = {device_index, prop.name, prop.totalGlobalMem, prop.major * 10 + prop.minor, prop.multiProcessorCount};
   CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
   gemm_ = std::make_unique<Gemm>(info_.compute_capability);
+  gemm_->set_allow_tf32(allow_tf32);
   ctx_.gemm = gemm_.get();
   CUDA_CHECK(cudaMalloc(&ctx_.scratch, kScratchBytes));
   ctx_.scratch_bytes = kScratchBytes;

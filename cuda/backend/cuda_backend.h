@@ -25,7 +25,8 @@ struct DeviceInfo {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device_index);
+  // allow_tf32: FP32 products on TF32 tensor cores (10-bit mantissa inputs, FP32 accumulation).
+  explicit CudaBackend(int device_index, bool allow_tf32 = false);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;

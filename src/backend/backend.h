@@ -82,9 +82,14 @@ class Backend {
 
 enum class BackendKind { Auto, Cpu, Cuda };
 
+// How a backend is set up, from the configuration.
+struct BackendOptions {
+  int threads = 0;          // CPU: OpenMP threads; <= 0 lets OpenMP decide
+  bool allow_tf32 = false;  // CUDA: FP32 matrix products on TF32 tensor cores (precision.tf32)
+};
+
 // "auto" picks CUDA when this build has it and a device is present, else the CPU.
-// threads <= 0 lets OpenMP decide.
-std::unique_ptr<Backend> make_backend(BackendKind kind, int threads = 0);
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options = {});
 BackendKind parse_backend_kind(const std::string& name);
 
 }  // namespace gpt

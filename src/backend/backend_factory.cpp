@@ -13,14 +13,15 @@ BackendKind parse_backend_kind(const std::string& name) {
   GPT_FAIL("unknown backend '{}': expected auto, cpu or cuda", name);
 }
 
-std::unique_ptr<Backend> make_backend(BackendKind kind, int threads) {
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
+  const int threads = options.threads;
   switch (kind) {
     case BackendKind::Cpu:
       return std::make_unique<cpu::CpuBackend>(threads);
     case BackendKind::Cuda:
-      return cuda::make_backend();
+      return cuda::make_backend(options);
     case BackendKind::Auto:
-      if (cuda::built_with_cuda() && cuda::device_count() > 0) return cuda::make_backend();
+      if (cuda::built_with_cuda() && cuda::device_count() > 0) return cuda::make_backend(options);
       spdlog::info("train.backend auto: the CPU, since {}",
                    cuda::built_with_cuda() ? "no CUDA device is visible (" + cuda::describe() + ")"
                                            : std::string("this gpt-train was built without CUDA (no nvcc at build time, "

@@ -16,6 +16,6 @@ bool emulated();
 int device_count();
 // One line describing the CUDA build and devices, for `gpt-train info` and the start-up log.
 std::string describe();
-std::unique_ptr<Backend> make_backend();
+std::unique_ptr<Backend> make_backend(const BackendOptions& options = {});
 
 }  // namespace gpt::cuda

@@ -181,7 +181,7 @@ int run_sample(const std::vector<std::string>& argv) {
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   const std::string dir = resolve_checkpoint(args.positionals[0]);
   Config config = load_config((fs::path(dir) / "config.yaml").string());
-  auto backend = make_backend(parse_backend_kind(args.get("backend", "cpu")), args.get_int("threads", 0));
+  auto backend = make_backend(parse_backend_kind(args.get("backend", "cpu")), {args.get_int("threads", 0)});
   GPT model(config.model, 1, config.train.seq_len, *backend);
   model.parameters_from_host(read_llmc_parameters((fs::path(dir) / "model.bin").string(), llmc_header_of(config.model)));
 
@@ -233,7 +233,7 @@ int run_plan(const std::vector<std::string>& argv) {
     budget = parse_byte_size(budget_text);
     GPT_CHECK(budget.has_value(), "--budget: '{}' is not a size; write e.g. 8GiB or 512MiB", budget_text);
   }
-  auto backend = make_backend(parse_backend_kind(config.train.backend), 1);
+  auto backend = make_backend(parse_backend_kind(config.train.backend), {1});
   std::cout << plan_report(config, budget, backend->capabilities());
   return 0;
 }

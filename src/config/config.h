@@ -205,6 +205,7 @@ struct PrecisionConfig {
   std::string fp8_amax_algorithm = "max";
   int fp8_margin = 0;
   int fp8_bf16_layers = 0;
+  bool tf32 = false;
 
   template <class V>
   void visit(V& v) {
@@ -221,6 +222,7 @@ struct PrecisionConfig {
     v.choice("fp8.amax_algorithm", fp8_amax_algorithm, {"max", "most_recent"}, "fp8, delayed: the history's max, or its newest amax.");
     v.field("fp8.margin", fp8_margin, "fp8: scale = (format max / amax) / 2^margin.");
     v.field("fp8.bf16_layers", fp8_bf16_layers, "fp8: keep the first and the last N blocks in BF16.");
+    v.field("tf32", tf32, "CUDA, fp32 recipe: run the FP32 matrix products on TF32 tensor cores (inputs rounded to 10 mantissa bits, FP32 accumulation): several times faster, no longer within 1e-5 of the CPU.");
   }
 };
 

@@ -26,7 +26,7 @@ namespace {
 
 struct Fixture {
   explicit Fixture(int channels = 16)
-      : backend(make_backend(BackendKind::Cpu, 1)),
+      : backend(make_backend(BackendKind::Cpu, {1})),
         model(tiny_model(16, 2, channels, 2, 16), 2, 8, *backend),
         optimizer(OptimConfig{}, model.parameter_layout(), *backend) {
     model.init_weights(7);

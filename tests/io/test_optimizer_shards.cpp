@@ -19,7 +19,7 @@ namespace gpt::test {
 namespace {
 
 struct ShardSetup {
-  ShardSetup() : backend(make_backend(BackendKind::Cpu, 1)), model(tiny_model(16, 2, 16, 2, 8), 2, 8, *backend) {
+  ShardSetup() : backend(make_backend(BackendKind::Cpu, {1})), model(tiny_model(16, 2, 16, 2, 8), 2, 8, *backend) {
     model.init_weights(1);
     const ParameterLayout& layout = model.parameter_layout();
     // Rank 0 owns the first 40% of every tensor, rank 1 the rest, as uneven as real ZeRO chunks.

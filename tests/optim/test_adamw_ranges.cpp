@@ -16,7 +16,7 @@ namespace gpt::test {
 namespace {
 
 TEST(AdamWRanges, ComplementaryRangesEqualTheWholeModel) {
-  auto backend = make_backend(BackendKind::Cpu, 1);
+  auto backend = make_backend(BackendKind::Cpu, {1});
   GPT whole_model(tiny_model(16, 2, 16, 2, 8), 2, 8, *backend), split_model(tiny_model(16, 2, 16, 2, 8), 2, 8, *backend);
   whole_model.init_weights(3);
   split_model.init_weights(3);
@@ -63,7 +63,7 @@ TEST(AdamWRanges, ComplementaryRangesEqualTheWholeModel) {
 }
 
 TEST(AdamWRanges, RangesOutsideATensorAreErrors) {
-  auto backend = make_backend(BackendKind::Cpu, 1);
+  auto backend = make_backend(BackendKind::Cpu, {1});
   GPT model(tiny_model(), 1, 4, *backend);
   const auto n = static_cast<int64_t>(model.parameter_layout().arena_layout().buffer(0).bytes / 4);
   EXPECT_THROW(AdamW(OptimConfig{}, model.parameter_layout(), *backend, {{0, n - 1, 2}}), Error);

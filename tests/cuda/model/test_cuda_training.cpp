@@ -1,0 +1,294 @@
+// The CUDA backend under the model, the trainer, recomputation and every precision recipe: the same code
+// as on the CPU, so the CPU's equivalences must hold on CUDA too, and the two backends must agree within
+// what their different orders of FP32 arithmetic allow. On the emulator in CI (gpt_cuda_emu_tests), on
+// a GPU with scripts/gpu_check.sh (gpt_cuda_tests); skipped with a message where there is neither.
+//   - 10 training steps on CUDA against the CPU from the same weights and data, for each recipe: FP32
+//     losses within 1e-4 relative, the narrow recipes within the tolerance below; the differences are
+//     printed for the closing notes.
+//   - every recompute mode bitwise equal to none on CUDA, under FP32 and a narrow recipe;
+//   - planned == measured: the activation bytes the first step writes, and the device bytes the backend
+//     holds (arenas + its reserved workspace) against the model's arenas and the backend's report;
+//   - the same run twice, bitwise; kill-and-resume (3 + 3 steps against 6) bitwise.
+#include "backend/cuda_entry.h"
+#include "backend/cuda_backend.h"
+#include "memory/arena_usage.h"
+#include "memory/recompute.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+#include "train/trainer.h"
+
+#include "config/config_loader.h"
+#include "cpu/gradcheck.h"
+#include "test_util.h"
+#include "train/synthetic_run.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+namespace gpt::test {
+namespace {
+
+Backend* cuda_backend() {
+  static std::unique_ptr<Backend> cuda = cuda::device_count() > 0 ? cuda::make_backend() : nullptr;
+  return cuda.get();
+}
+
+#define SKIP_WITHOUT_CUDA()                                                                               \
+  if (!cuda_backend())                                                                                    \
+  GTEST_SKIP() << "no CUDA device (" << cuda::describe() << "); gpt_cuda_emu_tests runs these on the emulator"
+
+RecomputePolicy policy(const std::string& mode, std::vector<std::string> ops = {}, const std::string& every = "1") {
+  RecomputeConfig c;
+  c.mode = mode;
+  c.ops = std::move(ops);
+  c.every = every;
+  return resolve_recompute(c, 3);
+}
+
+std::vector<char> download(Arena& arena, Backend& backend) {
+  std::vector<char> host(arena.layout().total_bytes());
+  backend.copy_to_host(host.data(), arena.base(), host.size());
+  return host;
+}
+
+struct RunResult {
+  std::vector<char> first_gradients;
+  std::vector<double> losses;
+  std::vector<float> final_parameters;
+  uint64_t planned = 0, measured = 0;
+};
+
+// Four optimizer steps of two micro-batches with dropout 0.1 on a 3-block model with an odd vocabulary
+// (23 padded to 24) and the smallest shapes cuBLASLt's FP8 products take (C 32, B*T 32: multiples of 16),
+// FP8 scales updated after every step as the trainer does.
+RunResult train_four_steps(Backend& backend, const RecomputePolicy& recompute, const PrecisionRecipe& recipe) {
+  ModelConfig m = tiny_model(23, 3, 32, 2, 16);
+  m.dropout = 0.1;
+  const int B = 2, T = 16, K = 2;
+  GPT model(m, B, T, backend, DType::F32, recompute, recipe);
+  model.init_weights(17);
+  OptimConfig oc;
+  AdamW optimizer(oc, model.parameter_layout(), backend);
+  RunResult r;
+  r.planned = model.activation_plan().total_bytes();
+  for (uint32_t step = 0; step < 4; ++step) {
+    if (step == 0) poison_arena(model.activation_arena(), backend);
+    model.zero_grads();
+    double loss = 0.0;
+    for (uint32_t k = 0; k < K; ++k) {
+      const std::vector<int32_t> tokens = random_tokens(B * T, m.vocab_size, 100 + step * 10 + k);
+      const std::vector<int32_t> targets = random_tokens(B * T, m.vocab_size, 200 + step * 10 + k);
+      const StepContext ctx{9, step, k, true};
+      model.forward(tokens, targets, B, T, ctx, 1.0f / (K * B * T));
+      loss += model.loss_sum();
+      model.backward(ctx);
+    }
+    if (Fp8State* fp8 = model.fp8()) {
+      Fp8StepStats stats;
+      fp8->update_scales(fp8->finish_step(stats));
+    }
+    model.gradient_norm_squared();
+    if (step == 0) {
+      r.first_gradients = download(model.gradient_arena(), backend);
+      r.measured = written_bytes(model.activation_arena(), backend);
+    }
+    r.losses.push_back(loss);
+    optimizer.step(model.parameter_arena(), model.gradient_arena(), 1e-2, 1.0);
+  }
+  r.final_parameters = model.parameters_to_host();
+  return r;
+}
+
+std::vector<std::pair<std::string, PrecisionRecipe>> recipes() {
+  std::vector<std::pair<std::string, PrecisionRecipe>> out;
+  out.emplace_back("fp32", PrecisionRecipe{});
+  PrecisionRecipe r;
+  r.recipe = RecipeKind::Bf16;
+  out.emplace_back("bf16", r);
+  r = {};
+  r.recipe = RecipeKind::Fp16;
+  out.emplace_back("fp16", r);
+  r = {};
+  r.recipe = RecipeKind::Fp8;
+  r.fp8.backward = Fp8Backward::E5M2;
+  r.fp8.scaling.amax_history = 3;
+  out.emplace_back("fp8 delayed e5m2", r);
+  r = {};
+  r.recipe = RecipeKind::Fp8;
+  r.fp8.backward = Fp8Backward::Bf16;
+  r.fp8.scaling.mode = Fp8ScalingMode::Current;
+  out.emplace_back("fp8 current", r);
+  return out;
+}
+
+// How far a step's loss may be from the CPU's, relative: FP32 only reorders FP32 arithmetic; a narrow
+// recipe rounds every stored activation, and a last-bit difference before a rounding moves the stored
+// value by one unit of the narrow format, which the next ops carry.
+double loss_tolerance(const PrecisionRecipe& r) {
+  switch (r.recipe) {
+    case RecipeKind::Fp32: return 1e-4;
+    case RecipeKind::Bf16: return 2e-2;
+    case RecipeKind::Fp16: return 5e-3;
+    case RecipeKind::Fp8: return 5e-2;
+  }
+  return 0.0;
+}
+
+TEST(CudaModel, EveryRecipeMatchesTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  std::printf("CUDA vs CPU, 4 steps x 2 micro-batches (largest |loss difference| / loss, largest weight difference):\n");
+  for (const auto& [name, recipe] : recipes()) {
+    SCOPED_TRACE(name);
+    const RunResult cpu = train_four_steps(cpu_backend(), policy("none"), recipe);
+    const RunResult gpu = train_four_steps(*cuda_backend(), policy("none"), recipe);
+    ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
+    double worst = 0.0, worst_weight = 0.0;
+    for (size_t i = 0; i < cpu.losses.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(gpu.losses[i])) << "step " << i;
+      const double rel = std::fabs(gpu.losses[i] - cpu.losses[i]) / std::fabs(cpu.losses[i]);
+      worst = std::max(worst, rel);
+      EXPECT_LE(rel, loss_tolerance(recipe)) << "step " << i << ": cpu " << cpu.losses[i] << ", cuda " << gpu.losses[i];
+    }
+    for (size_t i = 0; i < cpu.final_parameters.size(); ++i)
+      worst_weight = std::max(worst_weight, static_cast<double>(std::fabs(gpu.final_parameters[i] - cpu.final_parameters[i])));
+    std::printf("  %-18s loss %.3g (tolerance %.0e), weights %.3g\n", name.c_str(), worst, loss_tolerance(recipe),
+                worst_weight);
+    EXPECT_EQ(gpu.measured, gpu.planned);
+  }
+}
+
+TEST(CudaModel, EveryRecomputeModeIsBitwiseEqualToNone) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<RecomputePolicy> policies = {policy("selective", {"attention", "gelu", "layernorm"}),
+                                                 policy("selective", {"gelu"}), policy("full", {}, "1"),
+                                                 policy("full", {}, "2")};
+  for (const auto& [name, recipe] : recipes()) {
+    if (name == "fp16" || name == "fp8 current") continue;  // fp32, bf16 and fp8 cover the three storage paths
+    SCOPED_TRACE(name);
+    const RunResult reference = train_four_steps(*cuda_backend(), policy("none"), recipe);
+    for (const RecomputePolicy& p : policies) {
+      SCOPED_TRACE(p.describe());
+      const RunResult r = train_four_steps(*cuda_backend(), p, recipe);
+      ASSERT_EQ(r.first_gradients.size(), reference.first_gradients.size());
+      EXPECT_EQ(std::memcmp(r.first_gradients.data(), reference.first_gradients.data(), r.first_gradients.size()), 0);
+      EXPECT_EQ(r.losses, reference.losses);
+      EXPECT_EQ(r.final_parameters, reference.final_parameters);
+      EXPECT_EQ(r.measured, r.planned);
+    }
+  }
+}
+
+TEST(CudaModel, TheSameRunTwiceIsBitwiseEqual) {
+  SKIP_WITHOUT_CUDA();
+  PrecisionRecipe bf16;
+  bf16.recipe = RecipeKind::Bf16;
+  for (const PrecisionRecipe& recipe : {PrecisionRecipe{}, bf16}) {
+    const RunResult a = train_four_steps(*cuda_backend(), policy("none"), recipe);
+    const RunResult b = train_four_steps(*cuda_backend(), policy("none"), recipe);
+    EXPECT_EQ(a.first_gradients, b.first_gradients);
+    EXPECT_EQ(a.losses, b.losses);
+    EXPECT_EQ(a.final_parameters, b.final_parameters);
+  }
+}
+
+// The device bytes the backend holds while a model lives are its arenas, as planned, plus the workspace it
+// reserved at construction, which it reports to the planner.
+TEST(CudaModel, DeviceBytesAreThePlannedArenas) {
+  SKIP_WITHOUT_CUDA();
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(cuda_backend());
+  ASSERT_NE(cuda, nullptr);
+  const size_t before = cuda->allocated_bytes();
+  PrecisionRecipe bf16;
+  bf16.recipe = RecipeKind::Bf16;
+  ModelConfig m = tiny_model(23, 3, 32, 2, 16);
+  GPT model(m, 2, 16, *cuda, DType::F32, policy("none"), bf16);
+  size_t arenas = model.parameter_arena().layout().total_bytes() + model.gradient_arena().layout().total_bytes() +
+                  model.activation_arena().layout().total_bytes();
+  if (Arena* compute = model.compute_weight_arena()) arenas += compute->layout().total_bytes();
+  EXPECT_EQ(cuda->allocated_bytes() - before, arenas);
+  EXPECT_EQ(cuda->capabilities().reserved_device_bytes, cuda->reserved_bytes());
+  EXPECT_GT(cuda->reserved_bytes(), 0u);
+}
+
+// The trainer with train.backend: cuda, end to end: 10 steps log the CPU's losses within the recipe's
+// tolerance, and 3 + 3 resumed steps equal 6 uninterrupted ones bit for bit.
+TEST(CudaTrainer, TenStepsLogTheCpuLosses) {
+  SKIP_WITHOUT_CUDA();
+  TempDir dir;
+  const Config base = synthetic_run(dir, {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10}, 20000, false);
+  for (const std::string recipe : {"fp32", "bf16", "fp8"}) {
+    SCOPED_TRACE(recipe);
+    Config c = base;
+    c.precision.recipe = recipe;
+    c.model.dropout = 0.1;
+    c.log.run_dir = dir.file("cpu_" + recipe);
+    { Trainer(c, config_to_yaml(c)).run(); }
+    c.train.backend = "cuda";
+    c.log.run_dir = dir.file("cuda_" + recipe);
+    { Trainer(c, config_to_yaml(c)).run(); }
+    const auto cpu = logged_losses(dir.file("cpu_" + recipe));
+    const auto gpu = logged_losses(dir.file("cuda_" + recipe));
+    ASSERT_EQ(cpu.size(), 10u);
+    ASSERT_EQ(gpu.size(), 10u);
+    PrecisionRecipe r;
+    r.recipe = recipe == "fp32" ? RecipeKind::Fp32 : recipe == "bf16" ? RecipeKind::Bf16 : RecipeKind::Fp8;
+    double worst = 0.0;
+    for (const auto& [step, loss] : cpu) {
+      const double rel = std::fabs(gpu.at(step) - loss) / std::fabs(loss);
+      worst = std::max(worst, rel);
+      EXPECT_LE(rel, loss_tolerance(r)) << "step " << step << ": cpu " << loss << ", cuda " << gpu.at(step);
+    }
+    std::printf("  trainer %-5s 10 steps: largest |loss difference| / loss %.3g\n", recipe.c_str(), worst);
+  }
+}
+
+// precision.tf32 reaches the matrix products: the FP32 run's losses move (TF32 rounds the operands to 10
+// mantissa bits) but stay close; without the key they are the FP32 ones.
+TEST(CudaTrainer, Tf32IsUsedOnlyWhenTheConfigAsks) {
+  SKIP_WITHOUT_CUDA();
+  TempDir dir;
+  Config c = synthetic_run(dir, {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10}, 20000, false);
+  c.train.backend = "cuda";
+  c.train.steps = 3;
+  c.log.run_dir = dir.file("fp32");
+  { Trainer(c, config_to_yaml(c)).run(); }
+  c.precision.tf32 = true;
+  c.log.run_dir = dir.file("tf32");
+  { Trainer(c, config_to_yaml(c)).run(); }
+  const auto fp32 = logged_losses(dir.file("fp32")), tf32 = logged_losses(dir.file("tf32"));
+  ASSERT_EQ(fp32.size(), 3u);
+  ASSERT_EQ(tf32.size(), 3u);
+  EXPECT_NE(fp32, tf32);
+  for (const auto& [step, loss] : fp32) EXPECT_NEAR(tf32.at(step), loss, 1e-2 * loss) << "step " << step;
+}
+
+TEST(CudaTrainer, ResumeEqualsTheUninterruptedRun) {
+  SKIP_WITHOUT_CUDA();
+  TempDir dir;
+  Config c = synthetic_run(dir, {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10}, 20000, false);
+  c.train.backend = "cuda";
+  c.model.dropout = 0.1;
+  c.precision.recipe = "bf16";
+  c.train.steps = 6;
+  c.log.run_dir = dir.file("straight");
+  Trainer straight(c, config_to_yaml(c));
+  straight.run();
+  Config first = c;
+  first.train.steps = 3;
+  first.log.run_dir = dir.file("resumed");
+  Config second = first;
+  second.train.steps = 6;
+  second.train.resume = true;
+  { Trainer(first, config_to_yaml(first)).run(); }
+  Trainer resumed(second, config_to_yaml(second));
+  EXPECT_EQ(resumed.step(), 3);
+  resumed.run();
+  EXPECT_EQ(resumed.model().parameters_to_host(), straight.model().parameters_to_host());
+  EXPECT_EQ(logged_losses(dir.file("resumed")), logged_losses(dir.file("straight")));
+}
+
+}  // namespace
+}  // namespace gpt::test
