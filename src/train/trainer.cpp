@@ -3,6 +3,7 @@
 #include "dist/single_communicator.h"
 #include "config/config_loader.h"
 #include "core/printable.h"
+#include "core/process_memory.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
 #include "io/hf_gpt2.h"
@@ -468,6 +469,12 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
       summary.measured_activation_bytes = measured;
       if (measured == planned) spdlog::debug("activations: planned {}, measured {} (equal)", format_bytes(planned), format_bytes(measured));
       else spdlog::warn("activations: planned {}, measured {}: the ledger is wrong (a bug)", format_bytes(planned), format_bytes(measured));
+      if (metrics_) {
+        MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size, backend_->attention_keeps_probs());
+        if (dp_->world_size() > 1) ledger.optimizer = optimizer_->state_bytes(), ledger.communication = dp_->buffer_bytes();
+        metrics_->write(JsonLine().add("step", r.step).add("memory_planned_bytes", static_cast<int64_t>(ledger.total()))
+                            .add("activations_planned_bytes", static_cast<int64_t>(planned)).add("activations_measured_bytes", static_cast<int64_t>(measured)));
+      }
     }
     if (!r.nonfinite.empty() && t.on_nonfinite == "stop") {
       summary.status = TrainStatus::NonFinite;
@@ -521,7 +528,8 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
           .add("ms", r.ms)
           .add("tokens_per_s", tokens_per_s)
           .add("target_tokens", r.target_tokens)
-          .add("skipped", static_cast<int64_t>(!r.applied));
+          .add("skipped", static_cast<int64_t>(!r.applied))
+          .add("peak_rss_bytes", static_cast<int64_t>(peak_resident_bytes()));
       if (scaler_) line.add("loss_scale", r.loss_scale).add("overflow_steps", r.overflow_steps);
       if (fp8)
         line.add("fp8_scale_min", static_cast<double>(r.fp8.scale_min))
