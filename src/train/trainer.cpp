@@ -12,6 +12,7 @@
 #include "memory/arena_usage.h"
 #include "memory/planner.h"
 #include "optim/lr_schedule.h"
+#include "report/run_report.h"
 #include "train/data_check.h"
 #include "train/memory_check.h"
 #include "train/nonfinite.h"
@@ -422,6 +423,7 @@ std::string Trainer::write_checkpoint(std::optional<LoaderPosition> loader) {
   std::string dir = save_checkpoint(config_.log.run_dir, state, *model_, *optimizer_, config_yaml_, write_shards);
   prune_checkpoints(config_.log.run_dir, config_.checkpoint.keep_last);
   spdlog::info("checkpoint written: {}", dir);
+  if (config_.log.report) write_run_report_or_warn(config_.log.run_dir);
   return dir;
 }
 
