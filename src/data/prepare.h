@@ -16,6 +16,9 @@ struct PrepareOptions {
   std::string tokenizer = "byte";
   size_t shard_tokens = 100'000'000;
   std::string tokenizer_path;  // gpt2: the files' directory (empty: the default)
+  // The text is tokenised in pieces of about this many bytes, so progress can be shown; the pieces are cut
+  // only where the tokens come out the same as for the whole text.
+  size_t tokenize_chunk_bytes = 1 << 20;
 };
 
 struct PrepareResult {
