@@ -152,7 +152,7 @@ constexpr double kTextScale = 0.55;  // of PLplot's default character height, wh
 Viewport panel(int column, int row) {
   const double width = 1.0 / 3.0, height = (1.0 - kTitleHeight) / 2.0;
   const double top = 1.0 - kTitleHeight - row * height;
-  return {column * width + 0.06, (column + 1) * width - 0.02, top - height + 0.07, top - 0.045};
+  return {column * width + 0.065, (column + 1) * width - 0.02, top - height + 0.07, top - 0.045};
 }
 
 void frame(const Viewport& v, const Range& x, const Range& y, const std::string& title, const std::string& y_label) {
@@ -166,7 +166,7 @@ void frame(const Viewport& v, const Range& x, const Range& y, const std::string&
   // Custom tick labels ("o") on linear axes; log axes write their decades as plain numbers ("lf").
   plbox("bcnsto", 0.0, 0, y.log ? "bcnstvlf" : "bcnstvo", 0.0, 0);
   plmtex("b", 2.6, 0.5, 0.5, "step");
-  plmtex("l", 5.0, 0.5, 0.5, plplot_text(y_label).c_str());
+  plmtex("l", 5.4, 0.5, 0.5, plplot_text(y_label).c_str());
   plschr(0.0, kTextScale * 1.15);
   plmtex("t", 1.0, 0.5, 0.5, plplot_text(title + (y.log ? " (log scale)" : "")).c_str());
   plschr(0.0, kTextScale);
@@ -259,14 +259,14 @@ double median_finite(const Series& s) {
   return v[v.size() / 2];
 }
 
-// Two lines under each run's name: where its loss ended, and its speed and memory.
+// Two lines under each run's name: where its loss ended and how fast it went, and its memory.
 std::pair<std::string, std::string> run_summary(const RunMetrics& run) {
   std::string loss = fmt::format("steps {:g}-{:g}: loss {:.4g}", run.loss.step.front(), run.loss.step.back(),
                                  last_finite(run.loss));
   if (!run.val_loss.empty()) loss += fmt::format(", validation {:.4g}", last_finite(run.val_loss));
-  std::string speed;
-  const auto add = [&](const std::string& part) { speed += (speed.empty() ? "" : ", ") + part; };
-  if (!run.tokens_per_s.empty()) add(tick_text(median_finite(run.tokens_per_s)) + " tokens/s (median)");
+  if (!run.tokens_per_s.empty()) loss += ", " + tick_text(median_finite(run.tokens_per_s)) + " tokens/s (median)";
+  std::string memory;
+  const auto add = [&](const std::string& part) { memory += (memory.empty() ? "memory: " : ", ") + part; };
   if (!run.peak_rss_bytes.empty()) add("peak " + bytes_text(last_finite(run.peak_rss_bytes)));
   if (run.memory_planned_bytes) add("planned " + bytes_text(*run.memory_planned_bytes));
   if (run.activations_planned_bytes && run.activations_measured_bytes)
@@ -274,7 +274,7 @@ std::pair<std::string, std::string> run_summary(const RunMetrics& run) {
             ? "activations as planned"
             : fmt::format("activations {} measured, {} planned", bytes_text(*run.activations_measured_bytes),
                           bytes_text(*run.activations_planned_bytes)));
-  return {loss, speed};
+  return {loss, memory};
 }
 
 void legend_panel(const std::vector<RunMetrics>& runs, const Viewport& v) {
@@ -297,11 +297,11 @@ void legend_panel(const std::vector<RunMetrics>& runs, const Viewport& v) {
   for (size_t i = 0; i < runs.size(); ++i) {
     entry(PL_LEGEND_LINE, run_colour(i), kSolid, false,
           runs[i].label + (runs[i].settings.empty() ? "" : ": " + runs[i].settings));
-    const auto [loss, speed] = run_summary(runs[i]);
+    const auto [loss, memory] = run_summary(runs[i]);
     entry(PL_LEGEND_NONE, kInk, kSolid, false, loss);
-    if (!speed.empty()) entry(PL_LEGEND_NONE, kInk, kSolid, false, speed);
+    if (!memory.empty()) entry(PL_LEGEND_NONE, kInk, kSolid, false, memory);
   }
-  entry(PL_LEGEND_LINE, kInk, kSolid, false, "train loss; memory measured (peak resident set of the process)");
+  entry(PL_LEGEND_LINE, kInk, kSolid, false, "train loss; memory measured (peak resident set)");
   entry(PL_LEGEND_LINE, kInk, kDashed, true, "validation loss");
   entry(PL_LEGEND_LINE, kInk, kDashed, false, "memory planned (the ledger's total)");
   std::vector<const char*> text_ptrs, symbol_ptrs;
@@ -310,14 +310,14 @@ void legend_panel(const std::vector<RunMetrics>& runs, const Viewport& v) {
   const std::vector<PLINT> text_colours(opts.size(), kInk);
   const auto n = static_cast<PLINT>(opts.size());
   // Of PLplot's default character height; long lists get a smaller text, so that several runs still fit.
-  const PLFLT text_scale = std::clamp(1.6 / std::sqrt(static_cast<double>(n)), 0.3, 0.48);
+  const PLFLT text_scale = std::clamp(1.2 / std::sqrt(static_cast<double>(n)), 0.25, 0.37);
   PLFLT width = 0.0, height = 0.0;
   plcol0(kInk);
   plschr(0.0, kTextScale * 1.15);
   plmtex("t", 1.0, 0.0, 0.0, "Runs");
   plschr(0.0, kTextScale);
   pllegend(&width, &height, PL_LEGEND_BACKGROUND, PL_POSITION_LEFT | PL_POSITION_TOP | PL_POSITION_INSIDE, 0.0,
-           0.0, 0.06, 0, kInk, kSolid, 0, 0, n, opts.data(), 0.6, text_scale, 2.0, 0.0, text_colours.data(),
+           0.0, 0.05, 0, kInk, kSolid, 0, 0, n, opts.data(), 0.6, text_scale, 2.2, 0.0, text_colours.data(),
            text_ptrs.data(), nullptr, nullptr, nullptr, nullptr, colours.data(), styles.data(), widths.data(),
            symbol_colours.data(), symbol_scales.data(), symbol_numbers.data(), symbol_ptrs.data());
 }
@@ -335,7 +335,7 @@ void draw_page(const std::vector<RunMetrics>& runs, const std::string& title) {
   const Range x = step_range(runs);
   loss_panel(runs, x, panel(0, 0));
   series_panel(runs, x, panel(1, 0), &RunMetrics::lr, "Learning rate", "learning rate", false, true);
-  series_panel(runs, x, panel(2, 0), &RunMetrics::grad_norm, "Gradient norm (before clipping)", "global L2 norm",
+  series_panel(runs, x, panel(2, 0), &RunMetrics::grad_norm, "Gradient norm before clipping", "global L2 norm",
                true, true);
   series_panel(runs, x, panel(0, 1), &RunMetrics::tokens_per_s, "Throughput", "tokens/s", false, true);
   memory_panel(runs, x, panel(1, 1));

@@ -123,7 +123,7 @@ TEST(RunReport, ATrainingRunGivesAPngAndAnSvgWithTitlesAndLegend) {
   expect_png(files.png, kReportWidth, kReportHeight);
   const auto texts = svg_texts(files.svg);
   for (const char* title : {"gpt-train report: run", "Loss: train (solid), validation (dashed)", "Learning rate",
-                            "Gradient norm (before clipping)", "Throughput", "Memory: planned (dashed), measured (solid)",
+                            "Gradient norm before clipping", "Throughput", "Memory: planned (dashed), measured (solid)",
                             "cross-entropy (nats/token)", "tokens/s", "MiB", "step", "Runs", "validation loss",
                             "run: fp32, B8 x T16 x K1", "steps 1-6: loss "})
     EXPECT_TRUE(has_text_containing(texts, title)) << title;
@@ -177,7 +177,7 @@ TEST(RunReport, NonFiniteValuesAndATornLastLineStillDraw) {
   const auto texts = svg_texts(files.svg);
   // A loss falling over more than a decade is drawn on a log axis; so is the gradient norm.
   EXPECT_TRUE(has_text_containing(texts, "Loss: train (solid), validation (dashed) (log scale)"));
-  EXPECT_TRUE(has_text_containing(texts, "Gradient norm (before clipping) (log scale)"));
+  EXPECT_TRUE(has_text_containing(texts, "Gradient norm before clipping (log scale)"));
   EXPECT_TRUE(has_text_containing(texts, "no memory records in these runs"));
 }
 
