@@ -5,6 +5,7 @@
 #include "cli/args.h"
 #include "cli/openmp_env.h"
 #include "cli/export_command.h"
+#include "cli/report_command.h"
 #include "cli/signals.h"
 #include "cli/tokenize_command.h"
 #include "config/config_loader.h"
@@ -293,6 +294,8 @@ const std::vector<Command>& commands() {
        export_help},
       {"tokenize", "print the token ids of a text (or, with --decode, the text of ids)", run_tokenize_command,
        tokenize_help},
+      {"report", "draw loss, learning rate, throughput and memory of runs as PNG and SVG", run_report_command,
+       report_help},
       {"plan", "print the memory ledger of each recompute mode, without training", run_plan, plan_help},
       {"config", "print the resolved config, or the reference of all keys", run_config, config_help},
       {"info", "show CPU/BLAS threads and CUDA devices", run_info, info_help},

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "config/config_loader.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "data/gpt2_tokenizer.h"
 #include "io/durable_file.h"
 #include "io/hf_gpt2.h"
@@ -59,14 +60,19 @@ int run_export_command(const std::vector<std::string>& argv) {
   const Config config = load_config((fs::path(dir) / "config.yaml").string());
   const std::string model_file = (fs::path(dir) / "model.bin").string();
   const LlmcModelHeader header = llmc_header_of(config.model);
+  // Reading and writing are one call each: the status line moves at the two, and the summary gives the rate.
+  Progress progress("export", ProgressUnit::Bytes, 0);
   const std::vector<float> params = read_llmc_parameters(model_file, header);
+  progress.add(params.size() * sizeof(float));
   const fs::path out = args.get("out");
   std::error_code ec;
   fs::create_directories(out, ec);
   GPT_CHECK(!ec, "export: cannot create {}: {}", out.string(), ec.message());
   if (format == "llmc") {
     write_llmc_model((out / "model.bin").string(), header, params);
-    spdlog::info("exported {} as llm.c model file {}", dir, (out / "model.bin").string());
+    progress.add(params.size() * sizeof(float));
+    progress.finish(fmt::format("{} parameters of {} read and written as llm.c model file {}", params.size(), dir,
+                                (out / "model.bin").string()));
     return 0;
   }
   std::string dtype = args.get("dtype", "f32");
@@ -78,7 +84,9 @@ int run_export_command(const std::vector<std::string>& argv) {
   options.eot_token = config.data.tokenizer == "gpt2" ? 50256 : '\n';
   export_hf_gpt2(out.string(), config.model, params, options);
   if (config.data.tokenizer == "gpt2") copy_gpt2_tokenizer(config, out, config.model.context_length);
-  spdlog::info("exported {} as a Hugging Face GPT-2 ({}) into {}", dir, dtype, out.string());
+  progress.add(params.size() * (dtype == "F32" ? 4 : 2));
+  progress.finish(fmt::format("{} parameters of {} read and written as a Hugging Face GPT-2 ({}) into {}",
+                              params.size(), dir, dtype, out.string()));
   return 0;
 }
 

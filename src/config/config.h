@@ -141,12 +141,14 @@ struct LogConfig {
   std::string run_dir = "runs/demo";
   int every = 1;
   std::string level = "info";
+  bool report = false;
 
   template <class V>
   void visit(V& v) {
     v.field("run_dir", run_dir, "Run directory: metrics.jsonl, config.yaml and checkpoints/ go here.");
     v.field("every", every, "Print a console line every this many steps.");
     v.choice("level", level, {"debug", "info", "warn", "error"}, "Console log level.");
+    v.field("report", report, "Draw report.png and report.svg (what `gpt-train report` draws) into the run directory at each checkpoint and at the end; off by default, since each drawing rereads all of metrics.jsonl and pauses the run; a failure to draw is a warning, never the end of the run.");
   }
 };
 

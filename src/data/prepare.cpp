@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +14,7 @@
 #include <span>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "data/instruction_data.h"
 #include "data/shard.h"
 #include "data/target_mask.h"
@@ -60,6 +60,20 @@ std::vector<std::string> write_split(const std::string& out_dir, const std::stri
     paths.push_back(path);
   }
   return paths;
+}
+
+bool printable_ascii(char c) { return c > ' ' && c < 0x7f; }
+
+// The first place at or after `from` where the text may be cut for tokenising it in pieces: after a lone
+// newline between two printable non-space ASCII characters ("end.\nNext"). No pre-tokeniser piece crosses
+// it: GPT-2's pattern joins white space to what follows only through a literal space, and a lone newline
+// is the same piece ("\n") whether the text goes on or ends there, which a longer run of white space is
+// not (at the end of a text "  \n" is one piece, before a letter it is "  " and "\n"). The byte tokenizer
+// may be cut anywhere.
+size_t tokenize_cut(std::string_view text, size_t from) {
+  for (size_t i = std::max<size_t>(from, 2); i < text.size(); ++i)
+    if (text[i - 1] == '\n' && printable_ascii(text[i]) && printable_ascii(text[i - 2])) return i;
+  return text.size();
 }
 
 // A shard's name, or its mask's: a text prepare over jsonl output must not leave masks of other tokens.
@@ -223,17 +237,20 @@ PrepareResult prepare_dataset(const PrepareOptions& options) {
             "prepare: --pack, --seq-len and --skip-bad are for instruction data (--format jsonl)");
 
   const std::string text = read_text_file(options.input);
-  const auto start = std::chrono::steady_clock::now();
+  Progress progress("prepare", ProgressUnit::Bytes, text.size());
   std::vector<int> tokens;
   // With a vocabulary that has an end-of-text token of its own (gpt2), the file is one document and starts
   // with it, as llm.c's prepare scripts start every document; the byte tokenizer's "end of text" is '\n',
   // already in the text.
   if (tokenizer->name() != "byte") tokens.push_back(tokenizer->eot_token());
-  const std::vector<int> text_tokens = tokenizer->encode(text);
-  tokens.insert(tokens.end(), text_tokens.begin(), text_tokens.end());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("tokenized {} bytes into {} {} tokens in {:.2f} s ({:.1f} MB/s)", text.size(), tokens.size(),
-               tokenizer->name(), seconds, static_cast<double>(text.size()) / 1e6 / std::max(seconds, 1e-9));
+  const std::string_view all_text(text);
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t end = tokenize_cut(all_text, begin + std::max<size_t>(1, options.tokenize_chunk_bytes));
+    const std::vector<int> piece = tokenizer->encode(all_text.substr(begin, end - begin));
+    tokens.insert(tokens.end(), piece.begin(), piece.end());
+    begin = end;
+    progress.update(begin);
+  }
   const size_t n = tokens.size();
   const auto n_val = static_cast<size_t>(std::llround(options.val_fraction * static_cast<double>(n)));
   GPT_CHECK(n_val < n, "prepare: input text file {} has only {} tokens, none left for training after holding out {}",
@@ -258,10 +275,11 @@ PrepareResult prepare_dataset(const PrepareOptions& options) {
   result.val_shards = write_split(options.out_dir, "val", all.last(n_val), options.shard_tokens, result.vocab_size);
   remove_stale_shards(options.out_dir, result);
 
-  spdlog::info("prepared {}: {} bytes -> {} {} tokens (vocab {}); train {} tokens in {} shard(s), val {} tokens in "
-               "{} shard(s), under {}",
-               options.input, result.text_bytes, n, result.tokenizer, result.vocab_size, result.train_tokens,
-               result.train_shards.size(), result.val_tokens, result.val_shards.size(), options.out_dir);
+  progress.finish(fmt::format("1 document ({}), {} bytes -> {} {} tokens (vocab {}); train {} tokens in {} "
+                              "shard(s), val {} tokens in {} shard(s), under {}",
+                              options.input, result.text_bytes, n, result.tokenizer, result.vocab_size,
+                              result.train_tokens, result.train_shards.size(), result.val_tokens,
+                              result.val_shards.size(), options.out_dir));
   return result;
 }
 

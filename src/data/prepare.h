@@ -26,6 +26,9 @@ struct PrepareOptions {
   bool pack = false;      // pack examples back to back instead of padding one per row
   int seq_len = 0;        // padding: the row length, the T the model trains with
   bool skip_bad = false;  // leave out bad lines (reported) instead of stopping at the first
+  // The text is tokenised in pieces of about this many bytes, so progress can be shown; the pieces are cut
+  // only where the tokens come out the same as for the whole text.
+  size_t tokenize_chunk_bytes = 1 << 20;
 };
 
 struct PrepareResult {

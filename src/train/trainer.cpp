@@ -3,6 +3,7 @@
 #include "dist/single_communicator.h"
 #include "config/config_loader.h"
 #include "core/printable.h"
+#include "core/process_memory.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
 #include "io/hf_gpt2.h"
@@ -10,6 +11,8 @@
 #include "io/optimizer_shards.h"
 #include "memory/arena_usage.h"
 #include "memory/planner.h"
+#include "optim/lr_schedule.h"
+#include "report/run_report.h"
 #include "train/data_check.h"
 #include "train/memory_check.h"
 #include "train/precision_state.h"
@@ -341,6 +344,7 @@ std::string Trainer::write_checkpoint(std::optional<LoaderPosition> loader) {
   std::string dir = save_checkpoint(config_.log.run_dir, state, *model_, *optimizer_, config_yaml_, write_shards);
   prune_checkpoints(config_.log.run_dir, config_.checkpoint.keep_last);
   spdlog::info("checkpoint written: {}", dir);
+  if (config_.log.report) write_run_report_or_warn(config_.log.run_dir);
   return dir;
 }
 
@@ -385,11 +389,17 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
     if (measure) {
       const MeasuredMemory measured = measure_step_memory(model_->activation_arena(), *backend_);
       summary.measured_activation_bytes = measured.activations;
-      const PlannedVsMeasured check = compare_with_ledger(
-          ledger_for(config_, model_->activation_plan().policy, t.batch_size, backend_planned_), measured);
+      MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size, backend_planned_);
+      const PlannedVsMeasured check = compare_with_ledger(ledger, measured);
       for (const std::string& line : check.lines) {
         if (check.equal) spdlog::debug("{}", line);
         else spdlog::warn("{}", line);
+      }
+      if (metrics_) {
+        if (dp_->world_size() > 1) ledger.optimizer = optimizer_->state_bytes(), ledger.communication = dp_->buffer_bytes();
+        metrics_->write(JsonLine().add("step", r.step).add("memory_planned_bytes", static_cast<int64_t>(ledger.total()))
+                            .add("activations_planned_bytes", static_cast<int64_t>(model_->activation_plan().total_bytes()))
+                            .add("activations_measured_bytes", static_cast<int64_t>(measured.activations)));
       }
     }
     if (!r.nonfinite.empty() && t.on_nonfinite == "stop") {
@@ -444,7 +454,8 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
           .add("ms", r.ms)
           .add("tokens_per_s", tokens_per_s)
           .add("target_tokens", r.target_tokens)
-          .add("skipped", static_cast<int64_t>(!r.applied));
+          .add("skipped", static_cast<int64_t>(!r.applied))
+          .add("peak_rss_bytes", static_cast<int64_t>(peak_resident_bytes()));
       if (scaler_) line.add("loss_scale", r.loss_scale).add("overflow_steps", r.overflow_steps);
       if (fp8)
         line.add("fp8_scale_min", static_cast<double>(r.fp8.scale_min))

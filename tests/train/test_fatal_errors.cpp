@@ -69,7 +69,7 @@ TEST(TrainerFatal, AShardGoingBadMidRunCheckpointsTheLastGoodState) {
 TEST(TrainerFatal, AFailedMetricsWriteNamesTheReasonAndCheckpoints) {
   TempDir dir;
   const std::string config = write_tiny_run_config(dir, 1000, 50, 8, 2);
-  const std::string command = "sh -c 'ulimit -f 64; trap \"\" XFSZ; exec " + std::string(GPT_TRAIN_EXE) + " train " +
+  const std::string command = "sh -c 'ulimit -f 72; trap \"\" XFSZ; exec " + std::string(GPT_TRAIN_EXE) + " train " +
                               config + "' 2>&1";
   std::string output;
   FILE* pipe = popen(command.c_str(), "r");
