@@ -11,7 +11,6 @@
 #include "io/optimizer_shards.h"
 #include "memory/arena_usage.h"
 #include "memory/planner.h"
-#include "optim/lr_schedule.h"
 #include "report/run_report.h"
 #include "train/data_check.h"
 #include "train/memory_check.h"
