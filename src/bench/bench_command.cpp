@@ -198,13 +198,19 @@ int run(const std::vector<std::string>& argv) {
     return last.ms;
   };
   const MemoryLedger planned = ledger_for(cfg, policy, B, session.backend().capabilities());
+  // The op times and FLOPs cover the timed steps: from here when the first step is timed (--warmup 0),
+  // else from the end of the warm-up.
+  const auto start_counting = [&] {
+    prof.reset();
+    model.reset_flops();
+  };
+  if (warmup == 0) start_counting();
   poison_arena(model.activation_arena(), prof);
   const double first_ms = step();
   const MeasuredMemory measured = measure_step_memory(model.activation_arena(), prof);
   const PlannedVsMeasured memory = compare_with_ledger(planned, measured);
   for (int i = 1; i < warmup; ++i) step();
-  prof.reset();
-  model.reset_flops();
+  if (warmup > 0) start_counting();
   StepTimes times;
   const double cpu_start = ProfilingBackend::process_cpu_seconds();
   if (warmup == 0) times.ms.push_back(first_ms);

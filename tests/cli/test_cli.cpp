@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <pty.h>
@@ -114,6 +115,20 @@ TEST(Cli, PrepareTrainSampleWritesTheRunDirectory) {
   EXPECT_NE(run_cli("sample " + run.string() + " --prompt a --prompt-file " + dir.file("prompt.txt")).output.find(
                 "not both"),
             std::string::npos);
+}
+
+// bench times its ops over exactly the timed steps: with --warmup 0 the first step is one of them, so one
+// step still reports where its time went (it once reported 0 ms for every op family).
+TEST(Cli, BenchWithoutWarmUpStillTimesTheOps) {
+  TempDir dir;
+  write_text(dir.path() / "tiny.yaml", tiny_config(dir));  // no shards there: bench draws random tokens
+  const CommandResult r =
+      run_cli("bench " + dir.file("tiny.yaml") + " --steps 1 --warmup 0 --peak-reps 0 --json " + dir.file("b.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = read_text(dir.path() / "b.json");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(json, m, std::regex("\"ms_matmul\":([0-9.eE+-]+)"))) << json;
+  EXPECT_GT(std::stod(m[1].str()), 0.0) << json;
 }
 
 // The output of `command` run on a pseudo-terminal, as a user at a terminal sees it.
