@@ -47,7 +47,7 @@ struct DataConfig {
 
   template <class V>
   void visit(V& v) {
-    v.field("train", train, "Glob of llm.c-format token shards to train on.");
+    v.field("train", train, "Glob of llm.c-format token shards to train on; a shard with a target mask beside it (SHARD.mask, from prepare --format jsonl) counts only the targets the mask keeps.");
     v.field("val", val, "Glob of held-out shards for the validation loss (empty disables validation).");
     v.choice("tokenizer", tokenizer, {"byte", "gpt2"}, "How text is encoded and samples decoded: byte (vocabulary 256) or gpt2 (GPT-2's byte-level BPE, vocabulary 50257, end-of-text 50256; needs model.vocab_size >= 50257).");
     v.field("tokenizer_path", tokenizer_path, "gpt2: directory with encoder.json + vocab.bpe or vocab.json + merges.txt (empty: $GPT_TRAIN_GPT2_DIR, else ~/.cache/gpt-train/gpt2, where scripts/fetch_gpt2_tokenizer.sh puts them).");
