@@ -47,6 +47,7 @@ TEST(MixedPrecision, EveryRecipeConvergesLikeFp32) {
     if (recipe.starts_with("fp8")) c.precision.recipe = "fp8";
     if (recipe == "fp8-e5m2") c.precision.fp8_backward = "e5m2";
     if (recipe == "fp8-current") c.precision.fp8_scaling = "current";
+    c.train.threads = 1;  // as in EveryRecipeLearnsTextLikeFp32: too small to share between threads
     Trainer trainer(c, config_to_yaml(c));
     const TrainSummary s = trainer.run();
     EXPECT_EQ(s.steps_done, c.train.steps);
@@ -81,6 +82,9 @@ TEST(MixedPrecision, EveryRecipeLearnsTextLikeFp32) {
     SCOPED_TRACE(recipe);
     Config c = base;
     c.model = tiny_model(256, 2, 64, 4, 64);
+    // One thread: these products are too small to share, and with ctest running two tests on two cores a
+    // second thread only waits at OpenMP's barriers (a 2-thread run took 4x the wall time of a 1-thread one).
+    c.train.threads = 1;
     c.train.batch_size = 8;
     c.train.seq_len = 64;
     c.train.steps = 500;
