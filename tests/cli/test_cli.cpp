@@ -1,13 +1,13 @@
 // Runs the gpt-train executable as a user would and checks exit codes, output and the run directory.
 #include "data/shard.h"
 #include "io/llmc_model_file.h"
+#include "command_util.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -18,25 +18,6 @@
 
 namespace gpt::test {
 namespace {
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// stderr joins stdout unless `stderr_to` names a file for it.
-CommandResult run_cli(const std::string& args, const std::string& stderr_to = "") {
-  const std::string command = std::string(GPT_TRAIN_EXE) + " " + args + " 2>" + (stderr_to.empty() ? "&1" : stderr_to);
-  CommandResult r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -207,14 +188,9 @@ TEST(Cli, OpenMpSpinningIsBoundedUnlessTheUserChoseAPolicy) {
       << r.output;
   const std::string exe = GPT_TRAIN_EXE;
   for (const char* env : {"OMP_WAIT_POLICY=active", "GOMP_SPINCOUNT=300000"}) {
-    FILE* pipe = popen(("env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY " + std::string(env) + " " + exe + " info").c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    std::string out;
-    std::array<char, 4096> buffer{};
-    size_t n;
-    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
-    EXPECT_EQ(pclose(pipe), 0);
-    EXPECT_NE(out.find("wait policy from the environment"), std::string::npos) << env << ": " << out;
+    const CommandResult r = run_command("env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY " + std::string(env) + " " + exe + " info");
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.output.find("wait policy from the environment"), std::string::npos) << env << ": " << r.output;
   }
 }
 

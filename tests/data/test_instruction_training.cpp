@@ -3,18 +3,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <regex>
 
-#include <sys/wait.h>
 
 #include "config/config_loader.h"
 #include "data/loader.h"
 #include "data/prepare.h"
 #include "data/shard.h"
+#include "command_util.h"
 #include "test_util.h"
 #include "train/trainer.h"
 
@@ -117,24 +115,6 @@ TEST(InstructionTraining, PromptMaskingLeavesOutExactlyThePromptTokens) {
   EXPECT_EQ(a.target_tokens - m.target_tokens, kPromptTokens);
   EXPECT_NEAR(m.loss, expected_masked, 1e-5 * expected_masked);
   EXPECT_NEAR(a.loss, expected_all, 1e-5 * expected_all);
-}
-
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-CommandResult run_cli(const std::string& args) {
-  const std::string command = std::string(GPT_TRAIN_EXE) + " " + args + " 2>&1";
-  CommandResult r;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) r.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
 }
 
 TEST(InstructionTraining, PrepareJsonlThenTrainFromTheCommandLine) {

@@ -3,6 +3,7 @@
 // ends the whole job with its message instead of leaving the other rank waiting.
 #include "config/config_loader.h"
 #include "data/shard.h"
+#include "command_util.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -11,27 +12,12 @@
 #include <cstdio>
 #include <fstream>
 
-#include <sys/wait.h>
 
 namespace gpt::test {
 namespace {
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs a shell command, with its output; `timeout` ends it (exit code 124) if it hangs.
-CommandResult run(const std::string& command) {
-  CommandResult result;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+// A command that hangs is ended by `timeout` (exit code 124).
+CommandResult run(const std::string& command) { return run_command(command + " 2>&1"); }
 
 // mpirun as root in containers, on fewer cores than ranks, without ptrace rights, and in sanitizer builds
 // with Open MPI's own allocations left out of the leak report; each rank picks its own thread count

@@ -1,6 +1,7 @@
 // `gpt-train report` on real (tiny) training runs: the PNG is a PNG of the promised size, the SVG is XML whose
 // text holds the titles and the legend, several runs share one picture, and a directory without metrics is
 // named in a clear error. log.report draws during training, and a failure to draw does not stop it.
+#include "command_util.h"
 #include "config/config_loader.h"
 #include "report/report_plot.h"
 #include "report/run_metrics.h"
@@ -11,13 +12,10 @@
 #include <expat.h>
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include <sys/wait.h>
 
 namespace gpt::test {
 namespace {
@@ -201,24 +199,16 @@ TEST(RunReport, TrainingWithLogReportDrawsAtCheckpointsAndAFailureOnlyWarns) {
 TEST(RunReport, TheCommandWritesBothFilesAndExplainsAMissingRun) {
   TempDir dir;
   train(tiny_run(dir, "run", 1e-2));
-  const auto run_cli = [](const std::string& args) {
-    std::string output;
-    FILE* pipe = popen((std::string(GPT_TRAIN_EXE) + " " + args + " 2>&1").c_str(), "r");
-    std::array<char, 4096> buffer{};
-    for (size_t n; (n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) output.append(buffer.data(), n);
-    const int status = pclose(pipe);
-    return std::pair{WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-  };
-  auto [code, output] = run_cli("report " + dir.file("run"));
-  EXPECT_EQ(code, 0) << output;
+  CommandResult r = run_cli("report " + dir.file("run"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   expect_png(dir.path() / "run" / "report.png", kReportWidth, kReportHeight);
   EXPECT_TRUE(fs::exists(dir.path() / "run" / "report.svg"));
-  std::tie(code, output) = run_cli("report " + dir.file("run") + " " + dir.file("nothing") + " --out " + dir.file("x.png"));
-  EXPECT_EQ(code, 1);
-  EXPECT_NE(output.find("'" + dir.file("nothing") + "' is not a directory"), std::string::npos) << output;
-  std::tie(code, output) = run_cli("report");
-  EXPECT_EQ(code, 1);
-  EXPECT_NE(output.find("usage: gpt-train report RUN_DIR"), std::string::npos) << output;
+  r = run_cli("report " + dir.file("run") + " " + dir.file("nothing") + " --out " + dir.file("x.png"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("'" + dir.file("nothing") + "' is not a directory"), std::string::npos) << r.output;
+  r = run_cli("report");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("usage: gpt-train report RUN_DIR"), std::string::npos) << r.output;
 }
 
 }  // namespace

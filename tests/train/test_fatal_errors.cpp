@@ -1,5 +1,6 @@
 // A fatal error in the middle of a run (a bad shard, a full disk) costs no trained step: the trainer writes
 // a checkpoint of the last good state before it stops, and says where; what can be checked at start is.
+#include "command_util.h"
 #include "config/config_loader.h"
 #include "data/shard.h"
 #include "io/checkpoint.h"
@@ -9,8 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 
 namespace fs = std::filesystem;
@@ -71,14 +70,8 @@ TEST(TrainerFatal, AFailedMetricsWriteNamesTheReasonAndCheckpoints) {
   const std::string config = write_tiny_run_config(dir, 1000, 50, 8, 2);
   const std::string command = "sh -c 'ulimit -f 72; trap \"\" XFSZ; exec " + std::string(GPT_TRAIN_EXE) + " train " +
                               config + "' 2>&1";
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << output;
+  const auto [exit_code, output] = run_command(command);
+  EXPECT_EQ(exit_code, 1) << output;
   EXPECT_NE(output.find("writing to metrics file '" + dir.file("run") + "/metrics.jsonl' failed: File too large"),
             std::string::npos)
       << output;
