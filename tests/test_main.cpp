@@ -2,28 +2,31 @@
 //
 // gtest_discover_tests passes a list-valued ENVIRONMENT on as separate words, which set_tests_properties reads
 // as property-value pairs, so only the first variable of such a list ever reached the tests. What the tests
-// need beyond OMP_NUM_THREADS is therefore set here, where no CMake quoting stands in between.
+// need beyond OMP_NUM_THREADS is therefore set here, where no CMake quoting stands in between. Both settings
+// are read when a process starts (libgomp's when it loads, LeakSanitizer's before main), so main sets them and
+// executes itself again once; the gpt-train processes the tests start inherit them.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include "cli/openmp_env.h"
 
-// LeakSanitizer (sanitizer builds) asks for this at start-up. fontconfig, which PLplot's cairo driver loads
-// for `gpt-train report`, keeps its caches until the process exits, and so do cairo and pango.
-extern "C" const char* __lsan_default_suppressions() {
-  return "leak:libfontconfig.so\n"
-         "leak:libcairo.so\n"
-         "leak:libpango\n"
-         "leak:libplplot\n";
-}
-
 int main(int argc, char** argv) {
-  // The tests train in process: bound libgomp's spinning as gpt-train does for itself (the shared cores of a
-  // CI machine make default spinning many times slower). The marker only describes gpt-train's own log line,
-  // and the gpt-train processes the tests start must choose for themselves.
-  gpt::bound_openmp_spinning(argv);
-  ::unsetenv(gpt::kSpinCountMarker);
+  bool set_any = false;
+  // Sanitizer builds: leaks of the libraries in tests/lsan.supp are theirs, kept until exit by design.
+  if (std::getenv("LSAN_OPTIONS") == nullptr) {
+    ::setenv("LSAN_OPTIONS", "suppressions=" GPT_SOURCE_DIR "/tests/lsan.supp", 1);
+    set_any = true;
+  }
+  // The tests train in process: bound libgomp's spinning as gpt-train does for itself (default spinning makes
+  // the shared cores of a CI machine many times slower).
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
+    ::setenv("GOMP_SPINCOUNT", gpt::kSpinCount, 1);
+    set_any = true;
+  }
+  if (set_any) ::execv("/proc/self/exe", argv);  // returns only when it fails: run with what there is
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
