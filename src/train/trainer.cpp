@@ -418,15 +418,8 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
     summary.last_loss = r.loss;
     total_ms += r.ms;
     const double tokens_per_s = static_cast<double>(inputs_.size()) * dp_->world_size() / (r.ms / 1000.0);
-    // The ETA from the recent steps: the rate of the first ones (warm-up, page faults) or of a quieter hour
-    // says little about the next.
-    recent_ms_.push_back(r.ms);
-    recent_ms_sum_ += r.ms;
-    if (recent_ms_.size() > kEtaWindowSteps) {
-      recent_ms_sum_ -= recent_ms_.front();
-      recent_ms_.pop_front();
-    }
-    const double eta_s = recent_ms_sum_ / 1000.0 / static_cast<double>(recent_ms_.size()) * static_cast<double>(t.steps - step_);
+    eta_.add_step_ms(r.ms);
+    const double eta_s = eta_.seconds_left(t.steps - step_);
     if (r.overflow)
       spdlog::warn("step {}: fp16 gradients overflowed at loss scale {:g}; update skipped, scale backed off to {:g} "
                    "({} overflowed steps so far)",
