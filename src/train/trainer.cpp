@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "model/kv_cache_decoder.h"
+
 #include "dist/single_communicator.h"
 #include "config/config_loader.h"
 #include "core/printable.h"
@@ -297,9 +299,9 @@ std::string Trainer::sample() {
               token, config_.model.vocab_size);
   HostRng rng(t.seed, 0x5a4d0000u + static_cast<uint32_t>(step_));
   SampleOptions options{t.sample_tokens, t.sample_temperature, t.sample_top_k};
-  // The KV cache decodes FP32 weights only; the narrow recipes' samples rerun the window as the model computes.
-  std::vector<int> tokens = model_->compute_dtype() == DType::F32 ? generate_cached(*model_, prompt, options, rng)
-                                                                  : generate(*model_, prompt, options, rng);
+  // The KV cache decodes in the run's recipe where the backend's products allow it (every recipe on the CPU).
+  std::vector<int> tokens = KvCacheDecoder::supports(*model_) ? generate_cached(*model_, prompt, options, rng)
+                                                              : generate(*model_, prompt, options, rng);
   // A model with a larger vocabulary than the tokenizer may emit ids the tokenizer cannot decode.
   for (int& token : tokens)
     if (token >= tokenizer_->vocab_size()) token = tokenizer_->eot_token();
