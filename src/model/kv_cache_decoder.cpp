@@ -96,7 +96,7 @@ std::span<const float> KvCacheDecoder::append(int32_t token) {
   const int64_t C = m.n_embd, NH = m.n_head, hs = C / NH;
   const int64_t pos = length_, t = pos + 1;
   const ModelParameters& p = model_.compute_params();
-  const TensorFormat compute{layout_.compute(), -1}, statistics{layout_.statistics(), -1};
+  const TensorFormat statistics{layout_.statistics(), -1};
   const Tensor x = view("x", {1, 1, C}, layout_.model(ModelTensor::Encoded));
   const Tensor mean = view("ln_mean", {1, 1}, statistics), rstd = view("ln_rstd", {1, 1}, statistics);
   const Tensor scores = view("scores", {1, t}, statistics), probs = view("probs", {1, t}, statistics);
