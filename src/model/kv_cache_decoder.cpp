@@ -85,7 +85,10 @@ void KvCacheDecoder::produce(int l, BlockTensor t, const Tensor& dst, Op&& op) {
   op(src);
   Fp8State& fp8 = *model_.fp8();
   if (!fp8.delayed()) backend_.fp8_current_scale({src, dst.scaling, dst.dtype, fp8.margin()});
-  backend_.cast({dst, src});
+  CastArgs cast;
+  cast.out = dst;
+  cast.in = src;
+  backend_.cast(cast);
 }
 
 std::span<const float> KvCacheDecoder::append(int32_t token) {
