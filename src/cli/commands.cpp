@@ -19,6 +19,9 @@
 #include "io/llmc_model_file.h"
 #include "memory/plan_report.h"
 #include "memory/recompute.h"
+#include "model/kv_cache_decoder.h"
+#include "precision/recipe.h"
+#include "train/precision_state.h"
 #include "train/resume.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
@@ -66,6 +69,7 @@ const std::vector<OptionSpec> kSampleOptions = {
     {"top-k", "K", "Sample among the K most likely tokens only (default 0 = all)."},
     {"top-p", "P", "Then among the fewest most likely tokens whose probability reaches P (default 1 = all)."},
     {"no-cache", "", "Rerun the whole window for every token instead of using the KV cache (for comparison)."},
+    {"recipe", "NAME", "Compute format: fp32 (default, the FP32 master weights), bf16, fp16, fp8, or run (the run's precision section; fp8 with the checkpoint's scales)."},
     {"seed", "S", "Random seed (default 1)."},
     {"threads", "N", "CPU threads (default: all cores)."},
     {"backend", "NAME", "Where the model runs: cpu (default), cuda, or auto (CUDA when a GPU is present)."},
@@ -174,6 +178,18 @@ std::string resolve_checkpoint(const std::string& path) {
 
 namespace {
 
+// The recipe `gpt-train sample --recipe NAME` decodes in: the run's own precision section, or another
+// recipe with the run's FP8 settings (gradients play no part in sampling, so they stay FP32).
+PrecisionRecipe sample_recipe(const PrecisionConfig& run, const std::string& name) {
+  if (name == "run") return precision_recipe(run);
+  GPT_CHECK(name == "fp32" || name == "bf16" || name == "fp16" || name == "fp8",
+            "--recipe: '{}' is not a recipe; give fp32, bf16, fp16, fp8 or run (the run's own)", name);
+  PrecisionConfig precision = run;
+  precision.recipe = name;
+  precision.grad_dtype = "fp32";
+  return precision_recipe(precision);
+}
+
 int run_sample(const std::vector<std::string>& argv) {
   ParsedArgs args = parse_args("sample", argv, kSampleOptions);
   GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train sample RUN_OR_CHECKPOINT_DIR [options]");
@@ -183,8 +199,18 @@ int run_sample(const std::vector<std::string>& argv) {
   const std::string dir = resolve_checkpoint(args.positionals[0]);
   Config config = load_config((fs::path(dir) / "config.yaml").string());
   auto backend = make_backend(parse_backend_kind(args.get("backend", "cpu")), {args.get_int("threads", 0)});
-  GPT model(config.model, 1, config.train.seq_len, *backend);
+  // Planned for the whole context, not the run's train.seq_len: the cache holds model.context_length
+  // positions, and --no-cache must see the same window to draw the same tokens.
+  GPT model(config.model, 1, config.model.context_length, *backend, DType::F32, {},
+            sample_recipe(config.precision, args.get("recipe", "fp32")));
   model.parameters_from_host(read_llmc_parameters((fs::path(dir) / "model.bin").string(), llmc_header_of(config.model)));
+  if (model.fp8()) {
+    // The scales the run had reached (delayed scaling derives them from its amax history).
+    CheckpointState state;
+    const fs::path blob = fs::path(dir) / "blob.fp8_scaling";
+    if (fs::exists(blob)) state.blobs["fp8_scaling"] = read_file_bytes(blob.string());
+    restore_precision_state(state, dir, nullptr, model.fp8());
+  }
 
   auto tokenizer = make_tokenizer(config.data.tokenizer, config.data.tokenizer_path);
   GPT_CHECK(!(args.has("prompt") && args.has("prompt-file")), "give --prompt or --prompt-file, not both");
@@ -207,6 +233,9 @@ int run_sample(const std::vector<std::string>& argv) {
     return shown(tokenizer->decode(std::vector<int>{token < tokenizer->vocab_size() ? token : tokenizer->eot_token()}));
   };
   const bool cached = !args.has("no-cache");
+  GPT_CHECK(!cached || KvCacheDecoder::supports(model),
+            "the {} backend does not decode the {} recipe with the KV cache; add --no-cache, or --recipe fp32",
+            backend->name(), recipe_name(model.precision().recipe));
   std::cout << shown(prompt_text) << std::flush;
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> tokens;
@@ -218,9 +247,10 @@ int run_sample(const std::vector<std::string>& argv) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << std::endl;
-  spdlog::info("{} tokens in {:.2f} s: {:.1f} tokens/s ({}; prompt {} tokens)", tokens.size(), seconds,
+  spdlog::info("{} tokens in {:.2f} s: {:.1f} tokens/s ({}, {}; prompt {} tokens)", tokens.size(), seconds,
                static_cast<double>(tokens.size()) / std::max(seconds, 1e-9),
-               cached ? "KV cache" : "no cache: the whole window reruns per token", prompt.size());
+               cached ? "KV cache" : "no cache: the whole window reruns per token",
+               recipe_name(model.precision().recipe), prompt.size());
   return 0;
 }
 

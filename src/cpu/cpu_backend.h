@@ -14,6 +14,12 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::CPU; }
+  // Every op decodes narrow operands into FP32 staging and rounds a narrow output once (wide_operands.h).
+  BackendCapabilities capabilities() const override {
+    BackendCapabilities caps;
+    caps.products_of_any_formats = true;
+    return caps;
+  }
   int threads() const { return threads_; }
 
   void* allocate(size_t bytes) override;

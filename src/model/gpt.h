@@ -79,6 +79,9 @@ class GPT {
   Fp8State* fp8() { return fp8_.get(); }
   // The weights the products multiply: the compute copy, or the masters in fp32.
   const ModelParameters& compute_params() const { return compute_; }
+  // The compute copy of the weights from the masters: every forward starts with it; a decoder that runs
+  // the compute copy outside forward (model/kv_cache_decoder.h) calls it once the masters are final.
+  void refresh_compute_weights();
 
   // GPT-2 initialisation: N(0, init_std), residual projections N(0, init_std/sqrt(2L)), biases 0,
   // LayerNorm gains 1; padded vocabulary rows 0.
@@ -131,8 +134,6 @@ class GPT {
   void produce(int l, BlockTensor t, const Tensor& dst, Produce&& op);
   // Casts src into the FP8 tensor dst through its scaling slot, scaling it first under current scaling.
   void cast_fp8(const Tensor& dst, const Tensor& src);
-  // The compute copy of the weights from the masters.
-  void refresh_compute_weights();
   DropoutSpec dropout(const StepContext& ctx, uint32_t layer, RngSite site) const;
   // Sum of t's elements in double, read back through host_staging_: no allocation in the step.
   double host_sum(const Tensor& t);

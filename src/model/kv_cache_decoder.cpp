@@ -1,43 +1,94 @@
 #include "model/kv_cache_decoder.h"
 
+#include "precision/float_formats.h"
+
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 
 namespace gpt {
 
 namespace {
 
-ArenaLayout decoder_layout(const ModelConfig& m) {
+// The cache in qkv's format; every other buffer in FP32, the widest format any recipe stores it in.
+ArenaLayout decoder_layout(const ModelConfig& m, DType cache) {
   const int64_t L = m.n_layer, NH = m.n_head, C = m.n_embd, hs = C / NH, T = m.context_length;
   ArenaLayout layout("kv_cache_decoder");
-  layout.add("k_cache", {L, NH, T, hs});
-  layout.add("v_cache", {L, NH, T, hs});
+  layout.add("k_cache", {L, NH, T, hs}, cache);
+  layout.add("v_cache", {L, NH, T, hs}, cache);
   layout.add("token", {1, 1}, DType::I32);
-  layout.add("x", {1, 1, C});
-  layout.add("residual2", {1, 1, C});
-  layout.add("ln", {1, 1, C});
+  for (const char* name : {"x", "residual2", "ln", "atty", "branch"}) layout.add(name, {1, 1, C});
   layout.add("ln_mean", {1, 1});
   layout.add("ln_rstd", {1, 1});
   layout.add("qkv", {1, 1, 3 * C});
   layout.add("scores", {1, T});
   layout.add("probs", {1, T});
-  layout.add("atty", {1, 1, C});
-  layout.add("branch", {1, 1, C});
   layout.add("fch", {1, 1, 4 * C});
   layout.add("fch_gelu", {1, 1, 4 * C});
+  layout.add("staging", {1, 1, 4 * C});  // an FP8 input's wider source
   layout.add("logits", {1, 1, m.padded_vocab_size()});
   return layout;
 }
 
 }  // namespace
 
+bool KvCacheDecoder::supports(GPT& model) {
+  return model.compute_dtype() == DType::F32 || model.backend().capabilities().products_of_any_formats;
+}
+
 KvCacheDecoder::KvCacheDecoder(GPT& model)
     : model_(model),
       backend_(model.backend()),
+      layout_(model.precision_layout()),
       capacity_(model.config().context_length),
-      arena_(decoder_layout(model.config()), model.backend()),
+      arena_(decoder_layout(model.config(), model.precision_layout().block(0, BlockTensor::Qkv).dtype), model.backend()),
+      logits_raw_(static_cast<size_t>(model.config().vocab_size) * dtype_size(layout_.model(ModelTensor::Logits).dtype)),
       logits_(static_cast<size_t>(model.config().vocab_size)) {
-  GPT_CHECK(model.compute_dtype() == DType::F32 && model.dtype() == DType::F32,
-            "KV-cache decoding runs the FP32 weights; this model computes in {}", dtype_name(model.compute_dtype()));
+  GPT_CHECK(supports(model),
+            "KV-cache decoding of the {} recipe multiplies 1-row products of mixed formats, which the {} backend "
+            "does not run; sample without the cache (it reruns the window as the model's forward does)",
+            recipe_name(model.precision().recipe), backend_.name());
+  // Whatever an earlier forward left pending goes first: discarding uploads the table's scales, which
+  // under current scaling would replace the weight scales the refresh computes.
+  if (model.fp8()) model.fp8()->discard_step();
+  if (model.compute_weight_arena()) model.refresh_compute_weights();
+}
+
+KvCacheDecoder::~KvCacheDecoder() {
+  if (!model_.fp8()) return;
+  // The decoder's FP8 statistics stay out of the next training step, as an evaluation's do; a destructor
+  // cannot throw, and a failure here leaves only statistics that the next step's finish would also reset.
+  try {
+    model_.fp8()->discard_step();
+  } catch (const std::exception& e) {
+    spdlog::warn("KV-cache decoder: discarding its FP8 statistics failed: {}", e.what());
+  }
+}
+
+Tensor KvCacheDecoder::view(const char* buffer, std::initializer_list<int64_t> dims, TensorFormat f) {
+  const Tensor full = arena_.tensor(arena_.layout().index_of(buffer));
+  Tensor t(full.data, dims, f.dtype, full.device);
+  GPT_CHECK(t.bytes() <= full.bytes(), "decoder view {} {} does not fit buffer {}", t.shape_string(), dtype_name(f.dtype),
+            buffer);
+  if (f.slot >= 0) t.scaling = model_.fp8()->meta(f.slot);
+  return t;
+}
+
+template <class Op>
+void KvCacheDecoder::produce(int l, BlockTensor t, const Tensor& dst, Op&& op) {
+  const DType source = layout_.source(l, t);
+  if (source == dst.dtype) {
+    op(dst);
+    return;
+  }
+  Tensor src = view("staging", {1, 1, dst.dim(-1)}, {source, -1});
+  op(src);
+  Fp8State& fp8 = *model_.fp8();
+  if (!fp8.delayed()) backend_.fp8_current_scale({src, dst.scaling, dst.dtype, fp8.margin()});
+  CastArgs cast;
+  cast.out = dst;
+  cast.in = src;
+  backend_.cast(cast);
 }
 
 std::span<const float> KvCacheDecoder::append(int32_t token) {
@@ -47,46 +98,63 @@ std::span<const float> KvCacheDecoder::append(int32_t token) {
             m.padded_vocab_size());
   const int64_t C = m.n_embd, NH = m.n_head, hs = C / NH;
   const int64_t pos = length_, t = pos + 1;
-  const ParameterTensors& p = model_.params();
-  Tensor x = arena_.tensor("x"), residual2 = arena_.tensor("residual2"), ln = arena_.tensor("ln");
-  Tensor mean = arena_.tensor("ln_mean"), rstd = arena_.tensor("ln_rstd"), qkv = arena_.tensor("qkv");
-  Tensor scores = arena_.tensor("scores").prefix({1, t}), probs = arena_.tensor("probs").prefix({1, t});
-  Tensor atty = arena_.tensor("atty"), branch = arena_.tensor("branch");
-  Tensor fch = arena_.tensor("fch"), fch_gelu = arena_.tensor("fch_gelu");
-  Tensor k_cache = arena_.tensor("k_cache"), v_cache = arena_.tensor("v_cache");
-  Tensor tok = arena_.tensor("token");
+  const ModelParameters& p = model_.compute_params();
+  const TensorFormat statistics{layout_.statistics(), -1};
+  const Tensor x = view("x", {1, 1, C}, layout_.model(ModelTensor::Encoded));
+  const Tensor mean = view("ln_mean", {1, 1}, statistics), rstd = view("ln_rstd", {1, 1}, statistics);
+  const Tensor scores = view("scores", {1, t}, statistics), probs = view("probs", {1, t}, statistics);
+  const Tensor branch = view("branch", {1, 1, C}, layout_.model(ModelTensor::Branch));
+  const Tensor k_cache = arena_.tensor(arena_.layout().index_of("k_cache"));
+  const Tensor v_cache = arena_.tensor(arena_.layout().index_of("v_cache"));
+  const Tensor tok = view("token", {1, 1}, {DType::I32, -1});
   backend_.copy_to_device(tok.data, &token, sizeof token);
 
   // Position pos's embedding row is row 0 of the table seen from pos on.
   const Tensor wpe_from_pos(p.wpe[pos].data, {m.context_length - pos, C}, p.wpe.dtype, p.wpe.device);
   backend_.embedding_forward({x, tok, p.wte, wpe_from_pos, {}});
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const Tensor qkv_flat = qkv.reshaped({3 * C});
-  const Tensor atty_flat = atty.reshaped({C});
+  using K = BlockTensor;
   for (int l = 0; l < m.n_layer; ++l) {
-    backend_.layernorm_forward({ln, mean, rstd, x, p.ln1w[l], p.ln1b[l]});
-    backend_.matmul({qkv, ln, p.qkvw[l], p.qkvb[l], false, true});
-    for (int64_t h = 0; h < NH; ++h) {
-      const Tensor keys = k_cache[l][h], values = v_cache[l][h];
-      backend_.copy({keys[pos], qkv_flat.elements(C + h * hs, hs)});
-      backend_.copy({values[pos], qkv_flat.elements(2 * C + h * hs, hs)});
-      const Tensor q = qkv_flat.elements(h * hs, hs).reshaped({1, hs});
-      backend_.matmul({scores, q, keys.prefix({t, hs}), Tensor(), false, true, scale});
-      backend_.softmax_forward({probs, scores});
-      backend_.matmul({atty_flat.elements(h * hs, hs).reshaped({1, hs}), probs, values.prefix({t, hs}), Tensor()});
-    }
-    backend_.matmul({branch, atty, p.attprojw[l], p.attprojb[l], false, true});
+    const BlockParameters& w = p.blocks[static_cast<size_t>(l)];
+    const Tensor ln1 = view("ln", {1, 1, C}, layout_.block(l, K::Ln1));
+    const Tensor qkv = view("qkv", {1, 1, 3 * C}, layout_.block(l, K::Qkv));
+    const Tensor atty = view("atty", {1, 1, C}, layout_.block(l, K::Atty));
+    const Tensor residual2 = view("residual2", {1, 1, C}, layout_.block(l, K::Residual2));
+    const Tensor ln2 = view("ln", {1, 1, C}, layout_.block(l, K::Ln2));
+    const Tensor fch = view("fch", {1, 1, 4 * C}, layout_.block(l, K::Fch));
+    const Tensor fch_gelu = view("fch_gelu", {1, 1, 4 * C}, layout_.block(l, K::FchGelu));
+    produce(l, K::Ln1, ln1, [&](const Tensor& out) { backend_.layernorm_forward({out, mean, rstd, x, w.ln1w, w.ln1b}); });
+    backend_.matmul({qkv, ln1, w.qkvw, w.qkvb, false, true});
+    const Tensor qkv_flat = qkv.reshaped({3 * C});
+    produce(l, K::Atty, atty, [&](const Tensor& out) {
+      const Tensor out_flat = out.reshaped({C});
+      for (int64_t h = 0; h < NH; ++h) {
+        const Tensor keys = k_cache[l][h], values = v_cache[l][h];
+        backend_.copy({keys[pos], qkv_flat.elements(C + h * hs, hs)});
+        backend_.copy({values[pos], qkv_flat.elements(2 * C + h * hs, hs)});
+        const Tensor q = qkv_flat.elements(h * hs, hs).reshaped({1, hs});
+        backend_.matmul({scores, q, keys.prefix({t, hs}), Tensor(), false, true, scale});
+        backend_.softmax_forward({probs, scores});
+        backend_.matmul({out_flat.elements(h * hs, hs).reshaped({1, hs}), probs, values.prefix({t, hs}), Tensor()});
+      }
+    });
+    backend_.matmul({branch, atty, w.attprojw, w.attprojb, false, true});
     backend_.residual_forward({residual2, x, branch, {}});
-    backend_.layernorm_forward({ln, mean, rstd, residual2, p.ln2w[l], p.ln2b[l]});
-    backend_.matmul({fch, ln, p.fcw[l], p.fcb[l], false, true});
-    backend_.gelu_forward({fch_gelu, fch});
-    backend_.matmul({branch, fch_gelu, p.fcprojw[l], p.fcprojb[l], false, true});
+    produce(l, K::Ln2, ln2,
+            [&](const Tensor& out) { backend_.layernorm_forward({out, mean, rstd, residual2, w.ln2w, w.ln2b}); });
+    backend_.matmul({fch, ln2, w.fcw, w.fcb, false, true});
+    produce(l, K::FchGelu, fch_gelu, [&](const Tensor& out) { backend_.gelu_forward({out, fch}); });
+    backend_.matmul({branch, fch_gelu, w.fcprojw, w.fcprojb, false, true});
     backend_.residual_forward({x, residual2, branch, {}});
   }
-  backend_.layernorm_forward({ln, mean, rstd, x, p.lnfw, p.lnfb});
-  Tensor logits = arena_.tensor("logits");
-  backend_.matmul({logits, ln, p.wte, Tensor(), false, true});
-  backend_.copy_to_host(logits_.data(), logits.data, logits_.size() * sizeof(float));
+  const Tensor lnf = view("ln", {1, 1, C}, layout_.model(ModelTensor::Lnf));
+  backend_.layernorm_forward({lnf, mean, rstd, x, p.lnfw, p.lnfb});
+  const TensorFormat logits_format = layout_.model(ModelTensor::Logits);
+  const Tensor logits = view("logits", {1, 1, m.padded_vocab_size()}, logits_format);
+  backend_.matmul({logits, lnf, p.wte, Tensor(), false, true});
+  backend_.copy_to_host(logits_raw_.data(), logits.data, logits_raw_.size());
+  for (size_t i = 0; i < logits_.size(); ++i)
+    logits_[i] = static_cast<float>(decode_element(logits_format.dtype, logits_raw_.data(), i));
   ++length_;
   return logits_;
 }

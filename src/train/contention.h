@@ -16,7 +16,7 @@ struct ContentionSample {
   int64_t preemptions = 0;      // involuntary context switches over the window
 };
 
-// Whether a window shows the cores contended: the threads got under 60% of the cores they run on and were
+// Whether a window shows the cores contended: the threads got under 80% of the cores they run on and were
 // preempted more than 20 times a second (an idle machine preempts a few times a second at most).
 bool shows_contention(const ContentionSample& window, int threads);
 

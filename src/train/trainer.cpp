@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "model/kv_cache_decoder.h"
+
 #include "dist/single_communicator.h"
 #include "config/config_loader.h"
 #include "core/printable.h"
@@ -297,9 +299,9 @@ std::string Trainer::sample() {
               token, config_.model.vocab_size);
   HostRng rng(t.seed, 0x5a4d0000u + static_cast<uint32_t>(step_));
   SampleOptions options{t.sample_tokens, t.sample_temperature, t.sample_top_k};
-  // The KV cache decodes FP32 weights only; the narrow recipes' samples rerun the window as the model computes.
-  std::vector<int> tokens = model_->compute_dtype() == DType::F32 ? generate_cached(*model_, prompt, options, rng)
-                                                                  : generate(*model_, prompt, options, rng);
+  // The KV cache decodes in the run's recipe where the backend's products allow it (every recipe on the CPU).
+  std::vector<int> tokens = KvCacheDecoder::supports(*model_) ? generate_cached(*model_, prompt, options, rng)
+                                                              : generate(*model_, prompt, options, rng);
   // A model with a larger vocabulary than the tokenizer may emit ids the tokenizer cannot decode.
   for (int& token : tokens)
     if (token >= tokenizer_->vocab_size()) token = tokenizer_->eot_token();
@@ -418,15 +420,8 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
     summary.last_loss = r.loss;
     total_ms += r.ms;
     const double tokens_per_s = static_cast<double>(inputs_.size()) * dp_->world_size() / (r.ms / 1000.0);
-    // The ETA from the recent steps: the rate of the first ones (warm-up, page faults) or of a quieter hour
-    // says little about the next.
-    recent_ms_.push_back(r.ms);
-    recent_ms_sum_ += r.ms;
-    if (recent_ms_.size() > kEtaWindowSteps) {
-      recent_ms_sum_ -= recent_ms_.front();
-      recent_ms_.pop_front();
-    }
-    const double eta_s = recent_ms_sum_ / 1000.0 / static_cast<double>(recent_ms_.size()) * static_cast<double>(t.steps - step_);
+    eta_.add_step_ms(r.ms);
+    const double eta_s = eta_.seconds_left(t.steps - step_);
     if (r.overflow)
       spdlog::warn("step {}: fp16 gradients overflowed at loss scale {:g}; update skipped, scale backed off to {:g} "
                    "({} overflowed steps so far)",

@@ -14,9 +14,9 @@
 #include "train/contention.h"
 #include "train/metrics.h"
 #include "train/run_directory.h"
+#include "train/step_eta.h"
 #include "train/step_runner.h"
 
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,9 +104,7 @@ class Trainer {
   int64_t checkpointed_step_ = -1;  // step of the newest checkpoint this process wrote or resumed from
   bool stop_ = false;               // the last answer of stop_everywhere()
   std::unique_ptr<ContentionMonitor> contention_;
-  static constexpr size_t kEtaWindowSteps = 50;
-  std::deque<double> recent_ms_;  // the last kEtaWindowSteps step times, for the ETA
-  double recent_ms_sum_ = 0.0;
+  StepEta eta_{50};  // from the last 50 step times
 };
 
 }  // namespace gpt

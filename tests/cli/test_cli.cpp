@@ -96,6 +96,18 @@ TEST(Cli, PrepareTrainSampleWritesTheRunDirectory) {
   EXPECT_NE(run_cli("sample " + run.string() + " --prompt a --prompt-file " + dir.file("prompt.txt")).output.find(
                 "not both"),
             std::string::npos);
+
+  // Another recipe decodes the same weights in its formats, with the cache and without it alike (greedy);
+  // a name that is no recipe is refused, naming the choices.
+  for (const char* recipe : {"bf16", "fp8"}) {
+    const std::string greedy = "sample " + run.string() + " --tokens 10 --prompt fox --top-k 1 --recipe " + recipe;
+    const CommandResult cached = run_cli(greedy, dir.file("cached.err"));
+    ASSERT_EQ(cached.exit_code, 0) << cached.output << read_text(dir.path() / "cached.err");
+    EXPECT_NE(read_text(dir.path() / "cached.err").find(std::string("KV cache, ") + recipe), std::string::npos);
+    EXPECT_EQ(run_cli(greedy + " --no-cache", "/dev/null").output, cached.output) << recipe;
+  }
+  EXPECT_NE(run_cli("sample " + run.string() + " --recipe fp64").output.find("give fp32, bf16, fp16, fp8 or run"),
+            std::string::npos);
 }
 
 // bench times its ops over exactly the timed steps: with --warmup 0 the first step is one of them, so one

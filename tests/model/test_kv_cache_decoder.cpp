@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "cpu/gradcheck.h"
@@ -75,23 +76,137 @@ TEST(KvCacheDecoder, SamplesTheTokensTheUncachedSamplerDraws) {
   }
 }
 
-TEST(KvCacheDecoder, RefillsWhenTheContextIsFull) {
+// Past the context the cache keeps the newest half of the window and refills from there; the reference
+// reruns exactly those windows through the full forward, so greedy decoding must agree token for token.
+TEST(KvCacheDecoder, SlidesPastTheContextByRefillingTheNewestHalf) {
   const ModelConfig m = decoder_model();
   GPT model(m, 1, m.context_length, cpu_backend());
   randomise(model, 6);
+  std::vector<int> prompt(15);  // longer than the 12 positions
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((i * 7 + 3) % m.vocab_size);
+  const int tokens = 3 * m.context_length;
   HostRng rng(1, 0);
-  const std::vector<int> long_prompt(15, 7);  // longer than the 12 positions
-  const std::vector<int> out = generate_cached(model, long_prompt, {14, 1.0, 0, 1.0}, rng);
-  ASSERT_EQ(out.size(), 14u);
-  for (const int t : out) EXPECT_TRUE(t >= 0 && t < m.vocab_size);
+  const std::vector<int> out = generate_cached(model, prompt, {tokens, 1.0, 1, 1.0}, rng);
+  ASSERT_EQ(out.size(), static_cast<size_t>(tokens));
+
+  std::vector<int> all = prompt;
+  size_t window = std::min(all.size(), static_cast<size_t>(m.context_length));
+  StepContext ctx;
+  ctx.training = false;
+  int refills = 0;
+  for (int i = 0; i < tokens; ++i) {
+    const std::vector<int32_t> seen(all.end() - static_cast<std::ptrdiff_t>(window), all.end());
+    model.forward(seen, {}, 1, static_cast<int>(window), ctx);
+    const int next = sample_token(model.logits_at(0, static_cast<int>(window) - 1), 1.0, 1, 0.5);
+    ASSERT_EQ(out[static_cast<size_t>(i)], next) << "token " << i << " after a window of " << window;
+    all.push_back(next);
+    if (window == static_cast<size_t>(m.context_length)) {
+      window = static_cast<size_t>(m.context_length / 2);
+      ++refills;
+    } else {
+      ++window;
+    }
+  }
+  EXPECT_GE(refills, 4);
 }
 
-TEST(KvCacheDecoder, RefusesNarrowRecipes) {
+PrecisionRecipe recipe_of(RecipeKind kind, Fp8ScalingMode scaling = Fp8ScalingMode::Delayed) {
+  PrecisionRecipe r;
+  r.recipe = kind;
+  r.fp8.scaling.mode = scaling;
+  return r;
+}
+
+struct NarrowCase {
+  const char* name;
+  PrecisionRecipe recipe;
+  double tolerance;  // on |cached - full| / (1 + |full|), the full forward in the same recipe
+};
+
+// The narrow recipes decode in their own formats. Against the full forward in the same recipe the logits
+// may differ where a 1-row product's FP32 sum rounds to the other side of a narrow value (a BF16 qkv or
+// attention output one ulp apart, then carried through the blocks), so the bound is a few of the format's
+// ulps: BF16 2^-8, FP16 2^-11, E4M3 2^-3 for the FP8 blocks' inputs (on this model they agree bit for bit).
+// fp8 current scaling scales each position by its own amax where the full forward takes the window's, a
+// difference of the recipe's own size (0.08 here; fp8 against fp32 differs by 0.04-0.16 on logits near 1).
+// Greedy decoding agrees token for token.
+TEST(KvCacheDecoder, DecodesEveryRecipeInItsOwnFormats) {
   const ModelConfig m = decoder_model();
-  PrecisionRecipe bf16;
-  bf16.recipe = RecipeKind::Bf16;
-  GPT model(m, 1, m.context_length, cpu_backend(), DType::F32, {}, bf16);
-  EXPECT_THAT(error_message([&] { KvCacheDecoder decoder(model); }), HasSubstr("FP32 weights"));
+  for (const NarrowCase& c : {NarrowCase{"bf16", recipe_of(RecipeKind::Bf16), 4e-2},
+                              NarrowCase{"fp16", recipe_of(RecipeKind::Fp16), 5e-3},
+                              NarrowCase{"fp8 delayed", recipe_of(RecipeKind::Fp8), 1e-1},
+                              NarrowCase{"fp8 current", recipe_of(RecipeKind::Fp8, Fp8ScalingMode::Current), 2e-1}}) {
+    SCOPED_TRACE(c.name);
+    GPT model(m, 1, m.context_length, cpu_backend(), DType::F32, {}, c.recipe);
+    randomise(model, 8);
+    ASSERT_TRUE(KvCacheDecoder::supports(model));
+    std::vector<int32_t> tokens(m.context_length);
+    std::mt19937 rng(9);
+    for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % m.vocab_size);
+    StepContext ctx;
+    ctx.training = false;
+    model.forward(tokens, {}, 1, m.context_length, ctx);
+    std::vector<std::vector<float>> full;
+    for (int t = 0; t < m.context_length; ++t) full.push_back(model.logits_at(0, t));
+    double worst = 0.0;
+    {
+      KvCacheDecoder decoder(model);
+      for (int t = 0; t < m.context_length; ++t) {
+        const std::span<const float> logits = decoder.append(tokens[static_cast<size_t>(t)]);
+        for (int v = 0; v < m.vocab_size; ++v) {
+          ASSERT_TRUE(std::isfinite(logits[static_cast<size_t>(v)])) << "position " << t << " token " << v;
+          worst = std::max(worst, std::abs(logits[static_cast<size_t>(v)] - full[t][v]) / (1.0 + std::abs(full[t][v])));
+        }
+      }
+    }
+    EXPECT_LE(worst, c.tolerance);
+    // The decoder leaves the model as it found it (FP8 scales and statistics included): the same forward
+    // again gives the same logits, bit for bit.
+    model.forward(tokens, {}, 1, m.context_length, ctx);
+    for (int t = 0; t < m.context_length; ++t) ASSERT_EQ(model.logits_at(0, t), full[t]) << "position " << t;
+    std::printf("%s: worst relative logit difference %.3g (bound %.3g)\n", c.name, worst, c.tolerance);
+
+    const std::vector<int> prompt{3, 1, 4};
+    HostRng a(11, 0), b(11, 0);
+    const SampleOptions greedy{9, 1.0, 1, 1.0};
+    EXPECT_EQ(generate_cached(model, prompt, greedy, a), generate(model, prompt, greedy, b));
+  }
+}
+
+// The CPU backend, saying its products take only some operand formats (as cuBLASLt's do).
+class LimitedProductsBackend final : public Backend {
+ public:
+  explicit LimitedProductsBackend(Backend& inner) : inner_(inner) {}
+  std::string name() const override { return "limited"; }
+  Device device() const override { return inner_.device(); }
+  BackendCapabilities capabilities() const override {
+    BackendCapabilities c = inner_.capabilities();
+    c.products_of_any_formats = false;
+    return c;
+  }
+  void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
+  void deallocate(void* ptr) override { inner_.deallocate(ptr); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override { inner_.copy_to_device(dst, src, bytes); }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override { inner_.copy_to_host(dst, src, bytes); }
+  void synchronize() override { inner_.synchronize(); }
+#define GPT_FORWARD_OP(method, Args, op, category) \
+  void method(const Args& args) override { inner_.method(args); }
+  GPT_BACKEND_OPS(GPT_FORWARD_OP)
+#undef GPT_FORWARD_OP
+
+ private:
+  Backend& inner_;
+};
+
+// Such a backend decodes FP32 with the cache and refuses it, naming the way out, for a narrow recipe.
+TEST(KvCacheDecoder, NarrowRecipesNeedProductsOfAnyFormats) {
+  const ModelConfig m = decoder_model();
+  LimitedProductsBackend limited(cpu_backend());
+  GPT fp32(m, 1, m.context_length, limited);
+  EXPECT_TRUE(KvCacheDecoder::supports(fp32));
+  GPT bf16(m, 1, m.context_length, limited, DType::F32, {}, recipe_of(RecipeKind::Bf16));
+  EXPECT_FALSE(KvCacheDecoder::supports(bf16));
+  EXPECT_THAT(error_message([&] { KvCacheDecoder decoder(bf16); }), HasSubstr("sample without the cache"));
 }
 
 TEST(Sampler, TopPKeepsTheSmallestNucleus) {
