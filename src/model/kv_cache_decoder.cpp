@@ -38,6 +38,8 @@ KvCacheDecoder::KvCacheDecoder(GPT& model)
       logits_(static_cast<size_t>(model.config().vocab_size)) {
   GPT_CHECK(model.compute_dtype() == DType::F32 && model.dtype() == DType::F32,
             "KV-cache decoding runs the FP32 weights; this model computes in {}", dtype_name(model.compute_dtype()));
+  GPT_CHECK(!model.lora().enabled(), "KV-cache decoding reads the base weights alone; a LoRA model samples uncached "
+            "(or export --merge it first)");
 }
 
 std::span<const float> KvCacheDecoder::append(int32_t token) {
