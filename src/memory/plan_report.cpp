@@ -28,7 +28,7 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
     const StepFlops f = step_flops(m, B, T, p);
     const bool is_configured = p.describe() == configured.describe();
     out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.1f}%{}\n",
-                       (is_configured ? "* " : "  ") + p.describe(), format_bytes(l.parameters + l.compute_weights),
+                       (is_configured ? "* " : "  ") + p.describe(), format_bytes(l.parameters + l.frozen_weights + l.compute_weights),
                        format_bytes(l.gradients), format_bytes(l.optimizer), format_bytes(l.activations()),
                        format_bytes(l.total()), 100.0 * f.overhead(),
                        budget ? (l.total() <= *budget ? "  yes" : "  no") : "");

@@ -48,7 +48,7 @@ TEST(LoraRecipe, EightGigabyteRecipeRunsEndToEndOnASmallModel) {
   const std::string data = dir.file("demo");
   const std::string command = "EXAMPLES=300 GPT_TRAIN='" + std::string(GPT_TRAIN_EXE) + "' bash '" +
                               std::string(GPT_SOURCE_DIR) + "/scripts/make_finetune_demo.sh' '" + data +
-                              "' byte 64 > '" + dir.file("prepare.log") + "' 2>&1";
+                              "' byte > '" + dir.file("prepare.log") + "' 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << read_file_bytes(dir.file("prepare.log"));
   const std::vector<std::string> overrides = {
       "model.init_from=\"\"", "model.vocab_size=256", "model.vocab_pad_multiple=64", "model.context_length=64",
