@@ -17,6 +17,7 @@
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
 #include "io/llmc_model_file.h"
+#include "io/lora_adapters.h"
 #include "memory/plan_report.h"
 #include "memory/recompute.h"
 #include "train/resume.h"
@@ -184,7 +185,16 @@ int run_sample(const std::vector<std::string>& argv) {
   Config config = load_config((fs::path(dir) / "config.yaml").string());
   auto backend = make_backend(parse_backend_kind(args.get("backend", "cpu")), {args.get_int("threads", 0)});
   GPT model(config.model, 1, config.train.seq_len, *backend);
-  model.parameters_from_host(read_llmc_parameters((fs::path(dir) / "model.bin").string(), llmc_header_of(config.model)));
+  if (fs::exists(fs::path(dir) / kAdaptersFile)) {
+    // A LoRA checkpoint samples its merged weights: the same model within FP32 rounding, and the KV cache,
+    // which reads one set of weights, applies.
+    auto cpu = make_backend(BackendKind::Cpu);
+    GPT lora(config.model, 1, 1, *cpu, DType::F32, {}, precision_recipe(config.precision),
+             LoraSpec::from_config(config.finetune));
+    model.parameters_from_host(merged_parameters(load_lora_checkpoint(config, dir, lora), lora));
+  } else {
+    model.parameters_from_host(read_llmc_parameters((fs::path(dir) / "model.bin").string(), llmc_header_of(config.model)));
+  }
 
   auto tokenizer = make_tokenizer(config.data.tokenizer, config.data.tokenizer_path);
   GPT_CHECK(!(args.has("prompt") && args.has("prompt-file")), "give --prompt or --prompt-file, not both");

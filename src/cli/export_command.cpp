@@ -12,7 +12,6 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "data/gpt2_tokenizer.h"
-#include "io/checkpoint.h"
 #include "io/durable_file.h"
 #include "io/hf_gpt2.h"
 #include "io/llmc_model_file.h"
@@ -32,31 +31,6 @@ const std::vector<OptionSpec> kExportOptions = {
     {"adapters", "", "A LoRA checkpoint: write the adapters alone in PEFT's layout (adapter_model.safetensors + "
                      "adapter_config.json) instead."},
 };
-
-// The weights a LoRA checkpoint's adapters were trained on, read as the run read them, after checking them
-// against the identity the checkpoint recorded; the adapters go into `model`.
-std::vector<float> lora_base_weights(const Config& config, const std::string& dir, GPT& model) {
-  const CheckpointState state =
-      parse_checkpoint_state(read_file_bytes((fs::path(dir) / "state.yaml").string()), dir + "/state.yaml");
-  const auto path = state.values.find(kLoraBasePathKey), crc = state.values.find(kLoraBaseCrcKey);
-  GPT_CHECK(path != state.values.end() && crc != state.values.end(), "export: '{}' holds LoRA adapters but not the "
-            "identity of their base ({} and {} in state.yaml)", dir, kLoraBasePathKey, kLoraBaseCrcKey);
-  std::vector<float> base;
-  const std::string& from = config.model.init_from;
-  if (from.empty()) {
-    model.init_weights(config.train.seed);
-    base = model.base_to_host();
-  } else {
-    base = is_hf_checkpoint(from) ? load_hf_gpt2(from, config.model) : read_llmc_parameters(from, llmc_header_of(config.model));
-  }
-  const LoraBase identity = lora_base_identity(from.empty() ? path->second : from, base);
-  GPT_CHECK(fmt::format("{:08x}", identity.crc32c) == crc->second,
-            "export: the adapters of '{}' were trained on '{}' (CRC-32C {}), but '{}' now holds other weights (CRC-32C "
-            "{:08x}); put the original base back at that path (model.init_from of the run's config.yaml)",
-            dir, path->second, crc->second, identity.path, identity.crc32c);
-  read_lora_adapters((fs::path(dir) / kAdaptersFile).string(), model);
-  return base;
-}
 
 // GPT-2's tokenizer files under Hugging Face's names, so AutoTokenizer loads the directory too.
 void copy_gpt2_tokenizer(const Config& config, const fs::path& out, int context_length) {
@@ -107,7 +81,7 @@ int run_export_command(const std::vector<std::string>& argv) {
     auto backend = make_backend(BackendKind::Cpu);
     GPT model(config.model, 1, 1, *backend, DType::F32, {}, precision_recipe(config.precision),
               LoraSpec::from_config(config.finetune));
-    params = lora_base_weights(config, dir, model);
+    params = load_lora_checkpoint(config, dir, model);
     if (args.has("adapters")) {
       write_peft_adapters(out.string(), model, config.model.init_from.empty() ? "gpt2" : config.model.init_from);
       progress.add(static_cast<uint64_t>(model.num_parameters()) * sizeof(float));

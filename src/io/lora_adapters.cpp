@@ -1,8 +1,11 @@
 #include "io/lora_adapters.h"
 
 #include "core/error.h"
+#include "io/checkpoint.h"
 #include "io/crc32c.h"
 #include "io/durable_file.h"
+#include "io/hf_gpt2.h"
+#include "io/llmc_model_file.h"
 #include "io/safetensors.h"
 
 #include <fmt/format.h>
@@ -134,6 +137,29 @@ void write_peft_adapters(const std::string& dir, GPT& model, const std::string& 
                            {"use_rslora", false},
                            {"modules_to_save", nullptr}};
   write_file_durably((fs::path(dir) / "adapter_config.json").string(), config.dump(2) + "\n");
+}
+
+std::vector<float> load_lora_checkpoint(const Config& config, const std::string& dir, GPT& model) {
+  const CheckpointState state =
+      parse_checkpoint_state(read_file_bytes((fs::path(dir) / "state.yaml").string()), dir + "/state.yaml");
+  const auto path = state.values.find(kLoraBasePathKey), crc = state.values.find(kLoraBaseCrcKey);
+  GPT_CHECK(path != state.values.end() && crc != state.values.end(), "'{}' holds LoRA adapters but not the "
+            "identity of their base ({} and {} in state.yaml)", dir, kLoraBasePathKey, kLoraBaseCrcKey);
+  std::vector<float> base;
+  const std::string& from = config.model.init_from;
+  if (from.empty()) {
+    model.init_weights(config.train.seed);
+    base = model.base_to_host();
+  } else {
+    base = is_hf_checkpoint(from) ? load_hf_gpt2(from, config.model) : read_llmc_parameters(from, llmc_header_of(config.model));
+  }
+  const LoraBase identity = lora_base_identity(from.empty() ? path->second : from, base);
+  GPT_CHECK(fmt::format("{:08x}", identity.crc32c) == crc->second,
+            "the adapters of '{}' were trained on '{}' (CRC-32C {}), but '{}' now holds other weights (CRC-32C "
+            "{:08x}); put the original base back at that path (model.init_from of the run's config.yaml)",
+            dir, path->second, crc->second, identity.path, identity.crc32c);
+  read_lora_adapters((fs::path(dir) / kAdaptersFile).string(), model);
+  return base;
 }
 
 std::vector<float> merged_parameters(std::vector<float> params, GPT& model) {

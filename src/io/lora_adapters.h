@@ -31,6 +31,11 @@ void write_lora_adapters(const std::string& path, GPT& model, const LoraBase& ba
 // The adapters of the file into the model, after checking every tensor's name and shape against its layout.
 void read_lora_adapters(const std::string& path, GPT& model);
 
+// A LoRA checkpoint's base: the FP32 weights in llm.c order, read from config's model.init_from (or drawn from
+// train.seed as the run drew them, in model's precision) and checked against the identity in the checkpoint's
+// state.yaml; the checkpoint's adapters are read into model (built with config's finetune.lora).
+std::vector<float> load_lora_checkpoint(const Config& config, const std::string& dir, GPT& model);
+
 // adapter_model.safetensors and adapter_config.json in dir.
 void write_peft_adapters(const std::string& dir, GPT& model, const std::string& base_model_name);
 

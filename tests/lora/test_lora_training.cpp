@@ -8,12 +8,14 @@
 #include "io/llmc_model_file.h"
 #include "io/lora_adapters.h"
 #include "io/durable_file.h"
+#include "io/hf_gpt2.h"
 #include "io/safetensors.h"
 #include "train/synthetic_run.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace gpt::test {
@@ -171,6 +173,13 @@ TEST(LoraExport, MergeAndPeftAdapters) {
   }
   ASSERT_EQ(run_export_command({c.log.run_dir, "--merge", "--format", "llmc", "--out", dir.file("merged")}), 0);
   EXPECT_EQ(read_llmc_parameters(dir.file("merged/model.bin"), llmc_header_of(c.model)), expected);
+
+  ASSERT_EQ(run_export_command({c.log.run_dir, "--merge", "--format", "hf", "--out", dir.file("merged_hf")}), 0);
+  EXPECT_EQ(load_hf_gpt2(dir.file("merged_hf"), c.model), expected);
+  // gpt-train sample on a LoRA checkpoint samples the merged weights.
+  const std::string sample = std::string(GPT_TRAIN_EXE) + " sample '" + c.log.run_dir + "' --max-tokens 4 > '" +
+                             dir.file("sample.txt") + "' 2>&1";
+  EXPECT_EQ(std::system(sample.c_str()), 0) << read_file_bytes(dir.file("sample.txt"));
 
   ASSERT_EQ(run_export_command({c.log.run_dir, "--adapters", "--out", dir.file("peft")}), 0);
   const SafetensorsReader peft(dir.file("peft/adapter_model.safetensors"));
