@@ -47,7 +47,8 @@ BenchSession::BenchSession(Config config) : config_(std::move(config)) {
   const PrecisionRecipe recipe = precision_recipe(config_.precision);
   recipe.validate(config_.model.n_layer);
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *profiler_, DType::F32,
-                                 resolve_recompute(config_.recompute, config_.model.n_layer), recipe);
+                                 resolve_recompute(config_.recompute, config_.model.n_layer), recipe,
+                                 LoraSpec::from_config(config_.finetune));
   model_->init_weights(t.seed);
   dp_ = std::make_unique<DataParallel>(*model_, comm_, config_.dist.zero);
   optimizer_ = std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *profiler_);

@@ -17,6 +17,7 @@
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
 #include "io/llmc_model_file.h"
+#include "io/lora_adapters.h"
 #include "memory/plan_report.h"
 #include "memory/recompute.h"
 #include "model/kv_cache_decoder.h"
@@ -203,7 +204,16 @@ int run_sample(const std::vector<std::string>& argv) {
   // positions, and --no-cache must see the same window to draw the same tokens.
   GPT model(config.model, 1, config.model.context_length, *backend, DType::F32, {},
             sample_recipe(config.precision, args.get("recipe", "fp32")));
-  model.parameters_from_host(read_llmc_parameters((fs::path(dir) / "model.bin").string(), llmc_header_of(config.model)));
+  if (fs::exists(fs::path(dir) / kAdaptersFile)) {
+    // A LoRA checkpoint samples its merged weights: the same model within FP32 rounding, and the KV cache,
+    // which reads one set of weights, applies.
+    auto cpu = make_backend(BackendKind::Cpu);
+    GPT lora(config.model, 1, 1, *cpu, DType::F32, {}, precision_recipe(config.precision),
+             LoraSpec::from_config(config.finetune));
+    model.parameters_from_host(merged_parameters(load_lora_checkpoint(config, dir, lora), lora));
+  } else {
+    model.parameters_from_host(read_llmc_parameters((fs::path(dir) / "model.bin").string(), llmc_header_of(config.model)));
+  }
   if (model.fp8()) {
     // The scales the run had reached (delayed scaling derives them from its amax history).
     CheckpointState state;

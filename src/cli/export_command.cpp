@@ -15,6 +15,8 @@
 #include "io/durable_file.h"
 #include "io/hf_gpt2.h"
 #include "io/llmc_model_file.h"
+#include "io/lora_adapters.h"
+#include "precision/recipe.h"
 
 namespace gpt {
 namespace {
@@ -25,6 +27,9 @@ const std::vector<OptionSpec> kExportOptions = {
     {"format", "FORMAT", "hf (model.safetensors + config.json, for transformers' GPT2LMHeadModel) or llmc (an llm.c model file)."},
     {"out", "DIR", "Output directory (required)."},
     {"dtype", "DTYPE", "hf: f32 (default), bf16 or f16 (rounded to nearest even)."},
+    {"merge", "", "A LoRA checkpoint: write the merged model, each targeted weight W + (alpha/rank) B A, in --format."},
+    {"adapters", "", "A LoRA checkpoint: write the adapters alone in PEFT's layout (adapter_model.safetensors + "
+                     "adapter_config.json) instead."},
 };
 
 // GPT-2's tokenizer files under Hugging Face's names, so AutoTokenizer loads the directory too.
@@ -58,13 +63,37 @@ int run_export_command(const std::vector<std::string>& argv) {
   GPT_CHECK(format == "hf" || format == "llmc", "export: --format is '{}'; choices: hf, llmc", format);
   const std::string dir = resolve_checkpoint(args.positionals[0]);
   const Config config = load_config((fs::path(dir) / "config.yaml").string());
-  const std::string model_file = (fs::path(dir) / "model.bin").string();
   const LlmcModelHeader header = llmc_header_of(config.model);
+  const bool lora = fs::exists(fs::path(dir) / kAdaptersFile);
+  GPT_CHECK(!(args.has("merge") && args.has("adapters")), "export: give --merge or --adapters, not both");
+  GPT_CHECK(lora || !(args.has("merge") || args.has("adapters")),
+            "export: '{}' holds a whole model (no LoRA adapters); --merge and --adapters are for LoRA checkpoints", dir);
+  GPT_CHECK(!lora || args.has("merge") || args.has("adapters"),
+            "export: '{}' holds LoRA adapters: give --merge (the merged model in --format) or --adapters (PEFT's layout)",
+            dir);
+  const fs::path out = args.get("out");
   // Reading and writing are one call each: the status line moves at the two, and the summary gives the rate.
   Progress progress("export", ProgressUnit::Bytes, 0);
-  const std::vector<float> params = read_llmc_parameters(model_file, header);
+  std::vector<float> params;
+  if (lora) {
+    // The run's own precision, so a base drawn from train.seed is rounded as the run held it; one position of
+    // activations is all a model that only holds weights needs.
+    auto backend = make_backend(BackendKind::Cpu);
+    GPT model(config.model, 1, 1, *backend, DType::F32, {}, precision_recipe(config.precision),
+              LoraSpec::from_config(config.finetune));
+    params = load_lora_checkpoint(config, dir, model);
+    if (args.has("adapters")) {
+      write_peft_adapters(out.string(), model, config.model.init_from.empty() ? "gpt2" : config.model.init_from);
+      progress.add(static_cast<uint64_t>(model.num_parameters()) * sizeof(float));
+      progress.finish(fmt::format("{} LoRA parameters of {} written in PEFT's layout into {}", model.num_parameters(),
+                                  dir, out.string()));
+      return 0;
+    }
+    params = merged_parameters(std::move(params), model);
+  } else {
+    params = read_llmc_parameters((fs::path(dir) / "model.bin").string(), header);
+  }
   progress.add(params.size() * sizeof(float));
-  const fs::path out = args.get("out");
   std::error_code ec;
   fs::create_directories(out, ec);
   GPT_CHECK(!ec, "export: cannot create {}: {}", out.string(), ec.message());
@@ -91,8 +120,9 @@ int run_export_command(const std::vector<std::string>& argv) {
 }
 
 std::string export_help() {
-  return "usage: gpt-train export RUN_OR_CHECKPOINT_DIR --format hf|llmc --out DIR [--dtype f32|bf16|f16]\n\nWrite a "
-         "checkpoint's weights for other tools (a run directory uses its newest checkpoint).\n\noptions:\n" +
+  return "usage: gpt-train export RUN_OR_CHECKPOINT_DIR --format hf|llmc --out DIR [--dtype f32|bf16|f16] "
+         "[--merge | --adapters]\n\nWrite a checkpoint's weights for other tools (a run directory uses its newest "
+         "checkpoint). A LoRA run's checkpoint needs --merge or --adapters.\n\noptions:\n" +
          options_help(kExportOptions);
 }
 

@@ -228,6 +228,25 @@ struct PrecisionConfig {
   }
 };
 
+// Low-rank adaptation (Hu et al., LoRA): each targeted linear layer's frozen weight W [out, in] gains
+// (alpha / rank) B A with A [rank, in] and B [out, rank] trained; rank 0 trains every weight instead.
+struct FinetuneConfig {
+  int lora_rank = 0;
+  double lora_alpha = 16.0;
+  double lora_dropout = 0.0;
+  std::vector<std::string> lora_targets = {"qkv", "attn_proj", "fc", "fc_proj"};
+
+  bool lora() const { return lora_rank > 0; }
+
+  template <class V>
+  void visit(V& v) {
+    v.field("lora.rank", lora_rank, "LoRA rank r: > 0 freezes the base weights (held only in the compute format: no FP32 master, gradients or AdamW state for them) and trains FP32 adapters A [r, in] and B [out, r] (B starts at zero, so step 0 is the base model) on the layers of lora.targets; 0 trains every weight (full fine-tuning).");
+    v.field("lora.alpha", lora_alpha, "LoRA scale numerator: the adapters add (alpha / rank) B A to each targeted weight.");
+    v.field("lora.dropout", lora_dropout, "Dropout probability on each adapter's input (the base product sees the input undropped), as PEFT's lora_dropout.");
+    v.subset("lora.targets", lora_targets, {"qkv", "attn_proj", "fc", "fc_proj"}, "The linear layers of every block that get adapters: qkv (attn.c_attn), attn_proj (attn.c_proj), fc (mlp.c_fc), fc_proj (mlp.c_proj).");
+  }
+};
+
 struct Config {
   ModelConfig model;
   DataConfig data;
@@ -239,6 +258,7 @@ struct Config {
   RecomputeConfig recompute;
   MemoryConfig memory;
   PrecisionConfig precision;
+  FinetuneConfig finetune;
 
   template <class V>
   void visit(V& v) {
@@ -252,6 +272,7 @@ struct Config {
     v.section("recompute", recompute);
     v.section("memory", memory);
     v.section("precision", precision);
+    v.section("finetune", finetune);
   }
 };
 

@@ -275,6 +275,29 @@ void validate_config(const Config& config, const KeyOrigins& origins) {
            "use a value in (0, 1), such as 0.5");
   c.at_least("precision.loss_scale_growth_interval", pr.loss_scale_growth_interval, 1);
 
+  const FinetuneConfig& f = config.finetune;
+  c.at_least("finetune.lora.rank", f.lora_rank, 0, " (0 trains every weight)");
+  if (f.lora()) {
+    const int narrowest = m.n_embd;
+    if (f.lora_rank > narrowest)
+      c.fail("finetune.lora.rank", fmt::format("{} exceeds model.n_embd = {}, the narrowest side of a targeted weight",
+                                               f.lora_rank, narrowest),
+             fmt::format("use a rank from 1 to {} (4 to 64 is usual)", narrowest));
+    c.positive("finetune.lora.alpha", f.lora_alpha);
+    c.in_range("finetune.lora.dropout", f.lora_dropout, 0.0, 1.0, false);
+    if (f.lora_targets.empty())
+      c.fail("finetune.lora.targets", "is empty with finetune.lora.rank > 0",
+             "list at least one of qkv, attn_proj, fc, fc_proj (or set finetune.lora.rank: 0 for full fine-tuning)");
+    if (pr.recipe == "fp8")
+      c.fail("finetune.lora.rank", fmt::format("LoRA with precision.recipe fp8 ({}) is not supported: the frozen base "
+                                               "would need its FP8 scales from FP32 masters it does not keep",
+                                               c.where("precision.recipe")),
+             "use precision.recipe bf16 (the base held in BF16) or fp32");
+    if (config.dist.zero != 0)
+      c.fail("dist.zero", fmt::format("ZeRO stage {} with finetune.lora.rank > 0 is not supported", config.dist.zero),
+             "use dist.zero: 0; the adapters' AdamW state is a few MiB, nothing to shard");
+  }
+
   Config copy = config;
   ChoiceChecker choices(origins);
   copy.visit(choices);

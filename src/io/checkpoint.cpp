@@ -4,6 +4,7 @@
 #include "io/crc32c.h"
 #include "io/durable_file.h"
 #include "io/llmc_model_file.h"
+#include "io/lora_adapters.h"
 #include "io/optimizer_shards.h"
 
 #include <spdlog/spdlog.h>
@@ -305,9 +306,22 @@ std::string save_checkpoint(const std::string& run_dir, const CheckpointState& s
     auto write = [&](const std::string& name, std::string_view bytes) {
       add(name, write_file_durably((tmp_dir / name).string(), bytes));
     };
-    const std::string model_path = (tmp_dir / "model.bin").string();
-    write_llmc_model(model_path, llmc_header_of(model.config()), model.parameters_to_host());
-    add("model.bin", digest_file(model_path, /*sync=*/true));
+    if (model.lora().enabled()) {
+      // A LoRA run saves what it trains, the adapters, and names the frozen base they belong to.
+      const auto value = [&](const char* key) {
+        auto it = state.values.find(key);
+        GPT_CHECK(it != state.values.end(), "a LoRA checkpoint needs the base's identity ('{}' in its state)", key);
+        return it->second;
+      };
+      const LoraBase base{value(kLoraBasePathKey), static_cast<uint32_t>(std::stoul(value(kLoraBaseCrcKey), nullptr, 16))};
+      const std::string adapters_path = (tmp_dir / kAdaptersFile).string();
+      write_lora_adapters(adapters_path, model, base);
+      add(kAdaptersFile, digest_file(adapters_path, /*sync=*/true));
+    } else {
+      const std::string model_path = (tmp_dir / "model.bin").string();
+      write_llmc_model(model_path, llmc_header_of(model.config()), model.parameters_to_host());
+      add("model.bin", digest_file(model_path, /*sync=*/true));
+    }
     if (write_optimizer_shards) {
       for (const std::string& name : write_optimizer_shards(tmp_dir.string()))
         add(name, digest_file((tmp_dir / name).string(), /*sync=*/true));
@@ -369,7 +383,8 @@ std::vector<std::string> verify_checkpoint(const std::string& dir) {
     problems.push_back(fmt::format("{}: step {} does not match the directory name", kManifestFile, manifest.step));
   for (const char* required : kRequiredFiles)
     if (std::none_of(manifest.files.begin(), manifest.files.end(), [&](const ManifestEntry& e) {
-          return e.name == required || (std::string_view(required) == "optimizer.bin" && is_optimizer_shard_name(e.name));
+          return e.name == required || (std::string_view(required) == "optimizer.bin" && is_optimizer_shard_name(e.name)) ||
+                 (std::string_view(required) == "model.bin" && e.name == kAdaptersFile);
         }))
       problems.push_back(fmt::format("{} does not list {}", kManifestFile, required));
   for (const ManifestEntry& e : manifest.files) {
@@ -406,14 +421,23 @@ CheckpointState load_checkpoint(const std::string& dir, GPT& model, AdamW& optim
     if (e.name.rfind(kBlobPrefix, 0) == 0)
       state.blobs[e.name.substr(std::strlen(kBlobPrefix))] = read_file_bytes((root / e.name).string());
 
-  const std::vector<float> params = read_llmc_parameters((root / "model.bin").string(), llmc_header_of(model.config()));
+  const bool has_adapters = fs::exists(root / kAdaptersFile);
+  GPT_CHECK(!has_adapters || model.lora().enabled(),
+            "'{}' holds LoRA adapters, but this run has finetune.lora.rank 0: set finetune.lora as the run that wrote "
+            "it did", dir);
+  GPT_CHECK(has_adapters || !model.lora().enabled(),
+            "'{}' holds a whole model, but this run trains LoRA adapters (finetune.lora.rank > 0): resume with "
+            "finetune.lora.rank 0, or start the LoRA run fresh with model.init_from pointing at its model.bin", dir);
+  std::vector<float> params;
+  if (!has_adapters) params = read_llmc_parameters((root / "model.bin").string(), llmc_header_of(model.config()));
   const int64_t optimizer_steps = optimizer.owns_all() && fs::exists(root / "optimizer.bin")
                                       ? read_optimizer(root / "optimizer.bin", optimizer)
                                       : read_optimizer_state(dir, optimizer, model.parameter_layout());
   GPT_CHECK(state.step == optimizer_steps + state.skipped_steps,
             "'{}': state step {} disagrees with the optimizer's {} updates and {} skipped steps", dir, state.step,
             optimizer_steps, state.skipped_steps);
-  model.parameters_from_host(params);
+  if (has_adapters) read_lora_adapters((root / kAdaptersFile).string(), model);
+  else model.parameters_from_host(params);
   return state;
 }
 

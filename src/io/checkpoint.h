@@ -1,6 +1,7 @@
 // Training checkpoints in the run directory:
 //   <run_dir>/checkpoints/step_00000100/
-//     model.bin      the weights as an llm.c model file (version 3, fp32), so llm.c can read them too
+//     model.bin      the weights as an llm.c model file (version 3, fp32), so llm.c can read them too;
+//                    a LoRA run writes adapters.safetensors (io/lora_adapters.h) instead
 //     optimizer.bin  AdamW moments m and v (fp32) and the optimizer step count
 //     state.yaml     step, seed, skipped steps, the data loader's position, extension values
 //     config.yaml    the resolved configuration of the run that wrote it
@@ -34,6 +35,11 @@ namespace gpt {
 
 inline constexpr const char* kManifestFile = "manifest.yaml";
 inline constexpr int kManifestVersion = 1;
+// A LoRA run's checkpoint holds adapters.safetensors instead of model.bin, and its state the frozen base's
+// identity under these keys: model.init_from (empty for a base drawn from train.seed) and the CRC-32C of
+// the base's FP32 values (8 hex digits).
+inline constexpr const char* kLoraBasePathKey = "lora_base_path";
+inline constexpr const char* kLoraBaseCrcKey = "lora_base_crc32c";
 
 struct CheckpointState {
   int64_t step = 0;           // optimizer steps completed (including skipped ones)

@@ -28,6 +28,15 @@ ParameterLayout::ParameterLayout(const ModelConfig& m, DType dtype) : layout_("p
   add("lnfb", ParamKind::LayerNorm, {C});
 }
 
+ParameterLayout::ParameterLayout(const std::string& arena_name, const std::vector<ParamEntry>& entries, DType dtype)
+    : layout_(arena_name) {
+  for (const ParamEntry& e : entries) {
+    const size_t index = layout_.add(e.spec.name, std::span<const int64_t>(e.shape), dtype);
+    num_parameters_ += static_cast<int64_t>(layout_.buffer(index).bytes / dtype_size(dtype));
+    specs_.push_back(e.spec);
+  }
+}
+
 bool outside_blocks(const std::string& name) {
   return name == "wte" || name == "wpe" || name == "lnfw" || name == "lnfb";
 }

@@ -44,9 +44,19 @@ struct ModelParameters {
 // Whether parameter `name` is one tensor for the whole model (not one slice per block).
 bool outside_blocks(const std::string& name);
 
+// One tensor of a layout given as a list (the LoRA adapters').
+struct ParamEntry {
+  ParamSpec spec;
+  std::vector<int64_t> shape;
+};
+
 class ParameterLayout {
  public:
+  // The GPT-2 layout above.
   ParameterLayout(const ModelConfig& model, DType dtype);
+  // The given tensors in order, in an arena named arena_name. views() and model_views() read the GPT-2
+  // layout only; such a layout is addressed by index or name.
+  ParameterLayout(const std::string& arena_name, const std::vector<ParamEntry>& entries, DType dtype);
 
   const ArenaLayout& arena_layout() const { return layout_; }
   const std::vector<ParamSpec>& specs() const { return specs_; }  // index i is arena buffer i

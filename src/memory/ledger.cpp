@@ -15,11 +15,13 @@ uint64_t MemoryLedger::activations() const {
 std::string MemoryLedger::table() const {
   std::string s;
   auto row = [&](const std::string& name, uint64_t bytes) { s += fmt::format("  {:<42} {:>12}\n", name, format_bytes(bytes)); };
-  row("parameters", parameters);
+  row(frozen_weights > 0 ? "parameters: LoRA adapters (FP32)" : "parameters", parameters);
+  if (frozen_weights > 0) row("parameters: frozen base (compute format)", frozen_weights);
   if (compute_weights > 0) row("parameters: compute copy (16/8-bit)", compute_weights);
   row("gradients", gradients);
   row("optimizer state (AdamW m, v)", optimizer);
   for (int u = 0; u < kActivationUses; ++u) row(std::string("activations: ") + activation_use_name(static_cast<ActivationUse>(u)), activation[u]);
+  if (adapter_scratch > 0) row("LoRA products scratch", adapter_scratch);
   row("communication buffers", communication);
   row("backend workspace", backend_workspace);
   row("total", total());

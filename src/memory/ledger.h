@@ -14,7 +14,11 @@
 namespace gpt {
 
 struct MemoryLedger {
-  uint64_t parameters = 0;
+  uint64_t parameters = 0;  // the trained masters (FP32): every weight, or under LoRA the adapters
+  // Under LoRA (finetune.lora.rank > 0): the frozen base weights in the compute format, and the scratch of the
+  // adapters' products (their rank-wide intermediates, the dropped input, the frozen LayerNorms' gradient sinks).
+  uint64_t frozen_weights = 0;
+  uint64_t adapter_scratch = 0;
   uint64_t compute_weights = 0;  // BF16/F16 copy of the FP32 masters for the matrix products (mixed precision)
   uint64_t gradients = 0;
   uint64_t optimizer = 0;  // AdamW m and v
@@ -25,7 +29,8 @@ struct MemoryLedger {
   uint64_t backend_workspace = 0;
   uint64_t activations() const;
   uint64_t total() const {
-    return parameters + compute_weights + gradients + optimizer + activations() + communication + backend_workspace;
+    return parameters + frozen_weights + compute_weights + gradients + optimizer + activations() + adapter_scratch +
+           communication + backend_workspace;
   }
   // One line per component.
   std::string table() const;

@@ -3,6 +3,7 @@
 #include "memory/planner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace gpt {
 
@@ -27,7 +28,7 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
     const StepFlops f = step_flops(m, B, T, p);
     const bool is_configured = p.describe() == configured.describe();
     out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.1f}%{}\n",
-                       (is_configured ? "* " : "  ") + p.describe(), format_bytes(l.parameters + l.compute_weights),
+                       (is_configured ? "* " : "  ") + p.describe(), format_bytes(l.parameters + l.frozen_weights + l.compute_weights),
                        format_bytes(l.gradients), format_bytes(l.optimizer), format_bytes(l.activations()),
                        format_bytes(l.total()), 100.0 * f.overhead(),
                        budget ? (l.total() <= *budget ? "  yes" : "  no") : "");
@@ -35,6 +36,25 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
   const MemoryLedger ledger = ledger_for(config, configured, B, backend);
   out += fmt::format("\n* configured ({}): {} in total\n{}", configured.describe(), format_bytes(ledger.total()),
                      ledger.table());
+  if (config.finetune.lora()) {
+    Config full = config;
+    full.finetune.lora_rank = 0;
+    const MemoryLedger f = ledger_for(full, configured, B, backend);
+    const auto row = [&](const char* what, uint64_t lora, uint64_t whole) {
+      out += fmt::format("  {:<40} {:>12} {:>12}\n", what, format_bytes(lora), format_bytes(whole));
+    };
+    out += fmt::format("\nLoRA (rank {}, alpha {}, targets {}) against full fine-tuning, same micro-batch and recompute:\n"
+                       "  {:<40} {:>12} {:>12}\n",
+                       config.finetune.lora_rank, config.finetune.lora_alpha, fmt::join(config.finetune.lora_targets, ", "),
+                       "", "LoRA", "full");
+    row("trained parameters (FP32 masters)", ledger.parameters, f.parameters);
+    row("frozen base (compute format)", ledger.frozen_weights, 0);
+    row("compute copy of the trained weights", ledger.compute_weights, f.compute_weights);
+    row("gradients", ledger.gradients, f.gradients);
+    row("optimizer state (AdamW m, v)", ledger.optimizer, f.optimizer);
+    row("activations (+ LoRA scratch)", ledger.activations() + ledger.adapter_scratch, f.activations());
+    row("total", ledger.total(), f.total());
+  }
   out += "\nextra fwd: forward FLOPs recomputed per step as a share of a plain step (forward + backward),\n"
          "counting matrix products and attention; GELU and LayerNorm recomputation cost no such FLOPs.\n";
   if (ledger.backend_workspace > 0)

@@ -1,6 +1,7 @@
 #include "memory/planner.h"
 
 #include "core/error.h"
+#include "layout/lora_layout.h"
 #include "layout/parameter_layout.h"
 #include "precision/precision_layout.h"
 #include "precision/recipe.h"
@@ -24,6 +25,20 @@ MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int
   if (precision.compute_weights()) ledger.compute_weights = compute_weights_layout(masters, precision).total_bytes();
   ledger.gradients = ParameterLayout(config.model, precision.gradient()).arena_layout().total_bytes();
   ledger.backend_workspace = backend.reserved_device_bytes;
+  if (config.finetune.lora()) {
+    // The trained parameters are the adapters (FP32 masters, gradients, AdamW m and v); the base is held once,
+    // in the compute format, with no gradients or optimizer state (as GPT allocates it under LoRA).
+    const LoraSpec lora = LoraSpec::from_config(config.finetune);
+    const auto bytes = [&](DType d) { return lora_parameter_layout(config.model, lora, d).arena_layout().total_bytes(); };
+    ledger.parameters = bytes(DType::F32);
+    ledger.compute_weights = precision.compute_weights() ? bytes(precision.compute()) : 0;
+    ledger.gradients = bytes(precision.gradient());
+    ledger.optimizer = 2 * ledger.parameters;
+    ledger.frozen_weights = ParameterLayout(config.model, precision.compute()).arena_layout().total_bytes();
+    ledger.adapter_scratch = lora_scratch_layout(config.model, lora, static_cast<int64_t>(batch_size) * config.train.seq_len,
+                                                 precision.compute(), precision.gradient())
+                                 .total_bytes();
+  }
   return ledger;
 }
 

@@ -29,6 +29,14 @@ void upload(Backend& backend, const Tensor& t, std::span<const double> values) {
             t.numel());
   if (t.dtype == DType::F64) {
     backend.copy_to_device(t.data, values.data(), t.bytes());
+  } else if (t.dtype == DType::BF16 || t.dtype == DType::F16) {
+    // A LoRA base held in its compute format: each FP32 value rounded to nearest even, as a cast would.
+    std::vector<uint16_t> codes(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      const auto v = static_cast<float>(values[i]);
+      codes[i] = t.dtype == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+    }
+    backend.copy_to_device(t.data, codes.data(), t.bytes());
   } else {
     std::vector<float> tmp(values.begin(), values.end());
     backend.copy_to_device(t.f32(), tmp.data(), t.bytes());
@@ -38,15 +46,17 @@ void upload(Backend& backend, const Tensor& t, std::span<const double> values) {
 }  // namespace
 
 GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype,
-         const RecomputePolicy& recompute, const PrecisionRecipe& precision)
+         const RecomputePolicy& recompute, const PrecisionRecipe& precision, const LoraSpec& lora)
     : config_(config),
+      lora_(lora),
       backend_(backend),
       dtype_(dtype),
       max_batch_(batch_size),
       max_seq_(seq_len),
       precision_(precision, config.n_layer, dtype),
-      layout_(config, dtype),
-      grads_layout_(config, precision_.gradient()),
+      layout_(lora.enabled() ? lora_parameter_layout(config, lora, dtype) : ParameterLayout(config, dtype)),
+      grads_layout_(lora.enabled() ? lora_parameter_layout(config, lora, precision_.gradient())
+                                   : ParameterLayout(config, precision_.gradient())),
       plan_(plan_activations(config, precision_, {batch_size, seq_len}, backend.attention_keeps_probs(), recompute)),
       params_arena_(layout_.arena_layout(), backend),
       grads_arena_(grads_layout_.arena_layout(), backend),
@@ -54,18 +64,46 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
       host_staging_(static_cast<size_t>(batch_size) * seq_len * dtype_size(precision_.statistics())) {
   GPT_CHECK(config.n_embd % config.n_head == 0, "n_head {} does not divide n_embd {}", config.n_head, config.n_embd);
   GPT_CHECK(seq_len <= config.context_length, "seq_len {} exceeds context_length {}", seq_len, config.context_length);
-  params_ = layout_.views(params_arena_);
-  grads_ = grads_layout_.views(grads_arena_);
-  masters_ = layout_.model_views(params_arena_, config.n_layer);
-  grad_blocks_ = grads_layout_.model_views(grads_arena_, config.n_layer);
-  if (precision_.compute_weights()) {
+  if (lora.enabled()) {
+    GPT_CHECK(precision.recipe != RecipeKind::Fp8, "LoRA with the fp8 recipe is not supported: use bf16 or fp32");
+    base_layout_ = std::make_unique<ParameterLayout>(config, precision_.compute());
+    base_arena_ = std::make_unique<Arena>(base_layout_->arena_layout(), backend_);
+    params_ = base_layout_->views(*base_arena_);
+    compute_ = base_layout_->model_views(*base_arena_, config.n_layer);
+    lora_masters_ = lora_block_views(params_arena_, lora, config.n_layer);
+    lora_grads_ = lora_block_views(grads_arena_, lora, config.n_layer);
+    if (precision_.compute_weights()) {
+      lora_compute_arena_ = std::make_unique<Arena>(lora_parameter_layout(config, lora, precision_.compute()).arena_layout(), backend_);
+      lora_compute_ = lora_block_views(*lora_compute_arena_, lora, config.n_layer);
+    } else {
+      lora_compute_ = lora_masters_;
+    }
+    lora_scratch_ = std::make_unique<Arena>(
+        lora_scratch_layout(config, lora, static_cast<int64_t>(batch_size) * seq_len, precision_.compute(), precision_.gradient()),
+        backend_);
+    lora_products_ = std::make_unique<LoraProducts>(backend_, *lora_scratch_, lora);
+    // The frozen weights get no gradients: the products skip them, and LayerNorm's op, which always
+    // accumulates its parameters' gradients, writes into sinks that nothing reads.
+    grad_blocks_.blocks.resize(static_cast<size_t>(config.n_layer));
+    const Tensor sink_w = lora_products_->frozen_weight_sink(), sink_b = lora_products_->frozen_bias_sink();
+    grad_blocks_.lnfw = sink_w;
+    grad_blocks_.lnfb = sink_b;
+    for (BlockParameters& g : grad_blocks_.blocks) g.ln1w = g.ln2w = sink_w, g.ln1b = g.ln2b = sink_b;
+  } else {
+    params_ = layout_.views(params_arena_);
+    grads_ = grads_layout_.views(grads_arena_);
+    masters_ = layout_.model_views(params_arena_, config.n_layer);
+    grad_blocks_ = grads_layout_.model_views(grads_arena_, config.n_layer);
+  }
+  if (!lora.enabled() && precision_.compute_weights()) {
     compute_arena_ = std::make_unique<Arena>(compute_weights_layout(layout_, precision_), backend_);
     compute_ = compute_weight_views(*compute_arena_, config.n_layer);
-  } else {
+  } else if (!lora.enabled()) {
     compute_ = masters_;
   }
   // Zero everything once, alignment gaps included, so flat reductions over an arena are exact.
-  for (Arena* arena : {&params_arena_, &grads_arena_, &acts_arena_, compute_arena_.get()})
+  for (Arena* arena : {&params_arena_, &grads_arena_, &acts_arena_, compute_arena_.get(), base_arena_.get(),
+                       lora_compute_arena_.get(), lora_scratch_.get()})
     if (arena && arena->layout().total_bytes() > 0)
       backend_.fill({Tensor(arena->base(), {static_cast<int64_t>(arena->layout().total_bytes() / 4)}), 0.0f});
   if (precision.recipe == RecipeKind::Fp8) {
@@ -85,11 +123,13 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
 GPT::~GPT() = default;
 
 void GPT::init_weights(uint64_t seed) {
-  const auto& specs = layout_.specs();
+  const ParameterLayout& layout = base_layout();
+  Arena& arena = lora_.enabled() ? *base_arena_ : params_arena_;
+  const auto& specs = layout.specs();
   const double residual_std = config_.init_std / std::sqrt(2.0 * config_.n_layer);
   for (size_t i = 0; i < specs.size(); ++i) {
     const ParamSpec& spec = specs[i];
-    Tensor t = params_arena_.tensor(i);
+    Tensor t = arena.tensor(i);
     std::vector<double> values(static_cast<size_t>(t.numel()), 0.0);
     if (spec.is_norm_weight) {
       std::fill(values.begin(), values.end(), 1.0);
@@ -102,6 +142,48 @@ void GPT::init_weights(uint64_t seed) {
       for (size_t j = 0; j < count; ++j) values[j] = std * rng.normal();
     }
     upload(backend_, t, values);
+  }
+  if (lora_.enabled()) init_adapters(seed);
+}
+
+void GPT::init_adapters(uint64_t seed) {
+  GPT_CHECK(lora_.enabled(), "init_adapters: the model has no LoRA adapters");
+  const auto& specs = layout_.specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Tensor t = params_arena_.tensor(i);
+    std::vector<double> values(static_cast<size_t>(t.numel()), 0.0);
+    if (specs[i].name.ends_with(".lora_a")) {
+      // Streams above the base's tensor indices, so the base's draws do not depend on the adapters.
+      HostRng rng(seed, static_cast<uint32_t>(1000 + i));
+      const double bound = 1.0 / std::sqrt(static_cast<double>(t.dim(2)));
+      for (double& v : values) v = bound * (2.0 * rng.uniform() - 1.0);
+    }
+    upload(backend_, t, values);
+  }
+}
+
+std::vector<float> GPT::base_to_host() {
+  if (!lora_.enabled()) return parameters_to_host();
+  std::vector<float> flat;
+  flat.reserve(static_cast<size_t>(num_base_parameters()));
+  for (size_t i = 0; i < base_layout_->specs().size(); ++i) {
+    std::vector<double> values = download(backend_, base_arena_->tensor(i));
+    flat.insert(flat.end(), values.begin(), values.end());
+  }
+  return flat;
+}
+
+void GPT::base_from_host(std::span<const float> flat) {
+  if (!lora_.enabled()) return parameters_from_host(flat);
+  GPT_CHECK(flat.size() == static_cast<size_t>(num_base_parameters()), "expected {} base parameters, got {}",
+            num_base_parameters(), flat.size());
+  size_t offset = 0;
+  for (size_t i = 0; i < base_layout_->specs().size(); ++i) {
+    Tensor t = base_arena_->tensor(i);
+    const size_t n = static_cast<size_t>(t.numel());
+    std::vector<double> values(flat.begin() + offset, flat.begin() + offset + n);
+    upload(backend_, t, values);
+    offset += n;
   }
 }
 
@@ -155,6 +237,11 @@ void GPT::produce(int l, BlockTensor t, const Tensor& dst, Produce&& op) {
 }
 
 void GPT::refresh_compute_weights() {
+  if (lora_.enabled()) {
+    for (size_t i = 0; i < layout_.specs().size(); ++i)
+      backend_.cast({lora_compute_arena_->tensor(i), params_arena_.tensor(i)});
+    return;
+  }
   // The masters may have changed since the last forward (an optimizer step, a load). FP8 weights are cast
   // from the FP32 masters with their scales, as the GPU casts them, not from BF16.
   auto cast = [&](const Tensor& dst, const Tensor& src) {
@@ -238,9 +325,35 @@ void GPT::linear_backward(const Tensor& din, const Tensor& dweight, const Tensor
     }
   }
   backend_.matmul({din, grad, weight, Tensor()});
-  backend_.matmul({dweight, grad, in, Tensor(), true, false, 1.0f, 1.0f});
+  // A frozen (LoRA base) weight has no gradient to accumulate.
+  if (!dweight.empty()) backend_.matmul({dweight, grad, in, Tensor(), true, false, 1.0f, 1.0f});
   if (!dbias.empty()) backend_.bias_backward({dbias, dout});
-  flops_.backward += 4.0 * static_cast<double>(dout.numel()) * static_cast<double>(weight.dim(1));
+  flops_.backward += (dweight.empty() ? 2.0 : 4.0) * static_cast<double>(dout.numel()) * static_cast<double>(weight.dim(1));
+}
+
+DropoutSpec GPT::lora_dropout(const StepContext& ctx, uint32_t layer, LoraTarget t) const {
+  DropoutSpec d;
+  d.p = ctx.training ? static_cast<float>(lora_.dropout) : 0.0f;
+  // The four LoRA sites follow RngSite's enumerators (1-4), so their masks are streams of their own.
+  d.stream = RngStream{ctx.seed, ctx.step, ctx.micro_step, layer, static_cast<RngSite>(5 + static_cast<uint32_t>(t))};
+  return d;
+}
+
+void GPT::lora_forward(int l, LoraTarget t, const Tensor& out, const Tensor& in, const StepContext& ctx,
+                       double& flop_counter) {
+  if (!lora_.enabled() || !lora_.has(t)) return;
+  const LoraBlock& w = lora_compute_[static_cast<size_t>(l)];
+  const auto k = static_cast<size_t>(t);
+  lora_products_->forward(out, in, w.a[k], w.b[k], lora_dropout(ctx, static_cast<uint32_t>(l), t), flop_counter);
+}
+
+void GPT::lora_backward(int l, LoraTarget t, const Tensor& din, const Tensor& dout, const Tensor& in,
+                        const StepContext& ctx) {
+  if (!lora_.enabled() || !lora_.has(t)) return;
+  const LoraBlock &w = lora_compute_[static_cast<size_t>(l)], &g = lora_grads_[static_cast<size_t>(l)];
+  const auto k = static_cast<size_t>(t);
+  lora_products_->backward(din, dout, in, w.a[k], w.b[k], g.a[k], g.b[k], lora_dropout(ctx, static_cast<uint32_t>(l), t),
+                           flops_.backward);
 }
 
 void GPT::block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter) {
@@ -256,18 +369,22 @@ void GPT::block_forward(int l, int B, int T, const StepContext& ctx, double& flo
     backend_.layernorm_forward({out, v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w, p.ln1b});
   });
   linear(v[K::Qkv], v[K::Ln1], p.qkvw, p.qkvb, flop_counter);
+  lora_forward(l, LoraTarget::Qkv, v[K::Qkv], v[K::Ln1], ctx, flop_counter);
   produce(l, K::Atty, v[K::Atty], [&](const Tensor& out) {
     backend_.attention_forward({out, v[K::Probs], v[K::Qkv], config_.n_head, dropout(ctx, ul, RngSite::AttentionProbs)});
   });
   flop_counter += 4.0 * B * static_cast<double>(T) * T * C;
   linear(branch, v[K::Atty], p.attprojw, p.attprojb, flop_counter);
+  lora_forward(l, LoraTarget::AttnProj, branch, v[K::Atty], ctx, flop_counter);
   backend_.residual_forward({v[K::Residual2], in, branch, dropout(ctx, ul, RngSite::AttentionResidual)});
   produce(l, K::Ln2, v[K::Ln2], [&](const Tensor& out) {
     backend_.layernorm_forward({out, v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w, p.ln2b});
   });
   linear(v[K::Fch], v[K::Ln2], p.fcw, p.fcb, flop_counter);
+  lora_forward(l, LoraTarget::Fc, v[K::Fch], v[K::Ln2], ctx, flop_counter);
   produce(l, K::FchGelu, v[K::FchGelu], [&](const Tensor& out) { backend_.gelu_forward({out, v[K::Fch]}); });
   linear(branch, v[K::FchGelu], p.fcprojw, p.fcprojb, flop_counter);
+  lora_forward(l, LoraTarget::FcProj, branch, v[K::FchGelu], ctx, flop_counter);
   backend_.residual_forward({v[K::Out], v[K::Residual2], branch, dropout(ctx, ul, RngSite::MlpResidual)});
 }
 
@@ -280,7 +397,7 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
             targets.size());
   GPT_CHECK(dloss == 0.0f || !targets.empty(), "a training forward needs targets");
   const int64_t C = config_.n_embd, Vp = config_.padded_vocab_size();
-  if (compute_arena_) refresh_compute_weights();
+  if (compute_arena_ || lora_compute_arena_) refresh_compute_weights();
   const ModelParameters& p = compute_;
 
   Tensor tok = act(ModelTensor::Tokens, {B, T});
@@ -361,6 +478,7 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
   if (selective && policy.gelu)
     produce(l, K::FchGelu, v[K::FchGelu], [&](const Tensor& out) { backend_.gelu_forward({out, v[K::Fch]}); });
   linear_backward(dfch, g.fcprojw, g.fcprojb, dbranch, v[K::FchGelu], p.fcprojw, l, Fp8Linear::FcProj);
+  lora_backward(l, LoraTarget::FcProj, dfch, dbranch, v[K::FchGelu], ctx);
   backend_.gelu_backward({dfch, dfch, v[K::Fch]});
   if (selective && policy.layernorm) {
     produce(l, K::Ln2, v[K::Ln2], [&](const Tensor& out) {
@@ -368,11 +486,13 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
     });
   }
   linear_backward(dbranch, g.fcw, g.fcb, dfch, v[K::Ln2], p.fcw, l, Fp8Linear::Fc);
+  lora_backward(l, LoraTarget::Fc, dbranch, dfch, v[K::Ln2], ctx);
   backend_.layernorm_backward({dresidual, g.ln2w, g.ln2b, dbranch, v[K::Residual2], p.ln2w, v[K::Ln2Mean],
                                v[K::Ln2Rstd]});
 
   backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::AttentionResidual)});
   linear_backward(datty, g.attprojw, g.attprojb, dbranch, v[K::Atty], p.attprojw, l, Fp8Linear::AttnProj);
+  lora_backward(l, LoraTarget::AttnProj, datty, dbranch, v[K::Atty], ctx);
   if (selective && policy.attention) {
     // Only the probabilities are rebuilt; the output, which atty already holds, goes to scratch.
     backend_.attention_forward({act(ModelTensor::Branch, {B, T, C}), v[K::Probs], v[K::Qkv], config_.n_head,
@@ -389,6 +509,7 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
     });
   }
   linear_backward(dbranch, g.qkvw, g.qkvb, dqkv, v[K::Ln1], p.qkvw, l, Fp8Linear::Qkv);
+  lora_backward(l, LoraTarget::Qkv, dbranch, dqkv, v[K::Ln1], ctx);
   backend_.layernorm_backward({dresidual, g.ln1w, g.ln1b, dbranch, in, p.ln1w, v[K::Ln1Mean], v[K::Ln1Rstd]});
 }
 
@@ -409,11 +530,19 @@ void GPT::backward(const StepContext& ctx, const std::function<void(int block)>&
     block_backward(l, B, T, ctx);
     if (on_gradients_ready) on_gradients_ready(l);
   }
-  backend_.embedding_backward({g.wte, g.wpe, dresidual, act(ModelTensor::Tokens, {B, T}), dropout(ctx, 0, RngSite::Embedding)});
+  // Under LoRA the embeddings are frozen and nothing lies below them.
+  if (!g.wte.empty())
+    backend_.embedding_backward({g.wte, g.wpe, dresidual, act(ModelTensor::Tokens, {B, T}), dropout(ctx, 0, RngSite::Embedding)});
   if (on_gradients_ready) on_gradients_ready(-1);
 }
 
-void GPT::zero_grads() { backend_.fill({gradients_flat(), 0.0f}); }
+void GPT::zero_grads() {
+  backend_.fill({gradients_flat(), 0.0f});
+  // The frozen LayerNorm parameters' sinks are never read; zeroing them keeps their sums from growing to Inf.
+  if (lora_products_)
+    for (const Tensor& sink : {lora_products_->frozen_weight_sink(), lora_products_->frozen_bias_sink()})
+      backend_.fill({sink, 0.0f});
+}
 
 Tensor GPT::gradients_flat() {
   const size_t bytes = grads_arena_.layout().total_bytes();

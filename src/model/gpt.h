@@ -8,6 +8,7 @@
 #include "core/arena.h"
 #include "memory/activation_plan.h"
 #include "layout/parameter_layout.h"
+#include "model/lora.h"
 #include "precision/fp8_state.h"
 #include "precision/precision_layout.h"
 #include "precision/recipe.h"
@@ -42,8 +43,10 @@ class GPT {
  public:
   // batch_size and seq_len are the largest micro-batch the activation arena is planned for.
   // precision: the mixed-precision recipe the model emulates (below); its plan holds what the recipe needs.
+  // lora: with a rank > 0 the base weights are frozen and held only in the compute format, and the trained
+  // parameters (parameter_layout(), the parameter and gradient arenas, num_parameters()) are the adapters.
   GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype = DType::F32,
-      const RecomputePolicy& recompute = {}, const PrecisionRecipe& precision = {});
+      const RecomputePolicy& recompute = {}, const PrecisionRecipe& precision = {}, const LoraSpec& lora = {});
   ~GPT();
 
   const ModelConfig& config() const { return config_; }
@@ -51,8 +54,18 @@ class GPT {
   DType dtype() const { return dtype_; }
   int max_batch_size() const { return max_batch_; }
   int max_seq_len() const { return max_seq_; }
+  // The trained parameters: every weight, or under LoRA the adapters.
   int64_t num_parameters() const { return layout_.num_parameters(); }
   const ParameterLayout& parameter_layout() const { return layout_; }
+  const LoraSpec& lora() const { return lora_; }
+  // The GPT-2 weights in llm.c order: the masters, or under LoRA the frozen base.
+  int64_t num_base_parameters() const { return base_layout().num_parameters(); }
+  const ParameterLayout& base_layout() const { return lora_.enabled() ? *base_layout_ : layout_; }
+  // Under LoRA: the frozen base in its compute format, the adapters' compute copy (null in fp32) and the
+  // products' scratch; null otherwise.
+  Arena* base_arena() { return base_arena_.get(); }
+  Arena* lora_compute_arena() { return lora_compute_arena_.get(); }
+  Arena* lora_scratch_arena() { return lora_scratch_.get(); }
   Arena& parameter_arena() { return params_arena_; }
   Arena& gradient_arena() { return grads_arena_; }
   Arena& activation_arena() { return acts_arena_; }
@@ -79,16 +92,24 @@ class GPT {
   Fp8State* fp8() { return fp8_.get(); }
   // The weights the products multiply: the compute copy, or the masters in fp32.
   const ModelParameters& compute_params() const { return compute_; }
-  // The compute copy of the weights from the masters: every forward starts with it; a decoder that runs
-  // the compute copy outside forward (model/kv_cache_decoder.h) calls it once the masters are final.
+  // The compute copy of the weights from the masters (under LoRA: of the adapters): every forward starts
+  // with it; a decoder that runs the compute copy outside forward (model/kv_cache_decoder.h) calls it once
+  // the masters are final.
   void refresh_compute_weights();
 
   // GPT-2 initialisation: N(0, init_std), residual projections N(0, init_std/sqrt(2L)), biases 0,
-  // LayerNorm gains 1; padded vocabulary rows 0.
+  // LayerNorm gains 1; padded vocabulary rows 0. Under LoRA this draws the base, then init_adapters(seed).
   void init_weights(uint64_t seed);
-  // Parameters as a flat host vector in llm.c order (the arena has alignment gaps; this has none).
+  // LoRA: A from PEFT's Kaiming-uniform U(-1/sqrt(in), 1/sqrt(in)), B zero, so the model is the base's.
+  void init_adapters(uint64_t seed);
+  // The trained parameters as a flat host vector in layout order (the arena has alignment gaps; this has
+  // none): the whole model in llm.c order, or under LoRA the adapters.
   std::vector<float> parameters_to_host();
   void parameters_from_host(std::span<const float> flat);
+  // The GPT-2 weights in llm.c order, whichever arena holds them (under LoRA the base, rounded to the
+  // compute format as it is loaded).
+  std::vector<float> base_to_host();
+  void base_from_host(std::span<const float> flat);
 
   // Forward over a B x T micro-batch. With targets, the per-token losses are computed; with
   // dloss > 0 the fused cross-entropy also leaves dlogits for backward (the logits are overwritten).
@@ -123,6 +144,10 @@ class GPT {
   void block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter);
   void block_backward(int l, int B, int T, const StepContext& ctx);
   void linear(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, double& flop_counter);
+  // Block l's adapter on target t, when it has one: out += s drop(in) A^T B^T, and its backward.
+  void lora_forward(int l, LoraTarget t, const Tensor& out, const Tensor& in, const StepContext& ctx, double& flop_counter);
+  void lora_backward(int l, LoraTarget t, const Tensor& din, const Tensor& dout, const Tensor& in, const StepContext& ctx);
+  DropoutSpec lora_dropout(const StepContext& ctx, uint32_t layer, LoraTarget t) const;
   // din = dout W, dW += dout^T in, db += sums of dout. In an FP8 block with backward e5m2 both products read
   // dout's E5M2 copy (`which` names the layer's scaling slot).
   void linear_backward(const Tensor& din, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
@@ -139,6 +164,7 @@ class GPT {
   double host_sum(const Tensor& t);
 
   ModelConfig config_;
+  LoraSpec lora_;
   Backend& backend_;
   DType dtype_;
   int max_batch_, max_seq_;
@@ -151,6 +177,12 @@ class GPT {
   std::unique_ptr<Arena> compute_arena_;  // the compute copy of the weights; null in fp32
   ModelParameters compute_;               // the compute copy, or the masters per block
   std::unique_ptr<Fp8State> fp8_;
+  // LoRA: the frozen base (compute format), the adapters' compute copy (null in fp32) and per-block views
+  // of the adapters, their gradients and that copy; the products' scratch.
+  std::unique_ptr<ParameterLayout> base_layout_;
+  std::unique_ptr<Arena> base_arena_, lora_compute_arena_, lora_scratch_;
+  std::vector<LoraBlock> lora_masters_, lora_grads_, lora_compute_;
+  std::unique_ptr<LoraProducts> lora_products_;
   FlopCounts flops_;
   int last_B_ = 0, last_T_ = 0;
   bool last_has_dlogits_ = false;

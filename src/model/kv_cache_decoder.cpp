@@ -33,7 +33,8 @@ ArenaLayout decoder_layout(const ModelConfig& m, DType cache) {
 }  // namespace
 
 bool KvCacheDecoder::supports(GPT& model) {
-  return model.compute_dtype() == DType::F32 || model.backend().capabilities().products_of_any_formats;
+  return !model.lora().enabled() &&
+         (model.compute_dtype() == DType::F32 || model.backend().capabilities().products_of_any_formats);
 }
 
 KvCacheDecoder::KvCacheDecoder(GPT& model)
@@ -44,6 +45,8 @@ KvCacheDecoder::KvCacheDecoder(GPT& model)
       arena_(decoder_layout(model.config(), model.precision_layout().block(0, BlockTensor::Qkv).dtype), model.backend()),
       logits_raw_(static_cast<size_t>(model.config().vocab_size) * dtype_size(layout_.model(ModelTensor::Logits).dtype)),
       logits_(static_cast<size_t>(model.config().vocab_size)) {
+  GPT_CHECK(!model.lora().enabled(), "KV-cache decoding reads the base weights alone; a LoRA model samples uncached "
+            "(or export --merge it first)");
   GPT_CHECK(supports(model),
             "KV-cache decoding of the {} recipe multiplies 1-row products of mixed formats, which the {} backend "
             "does not run; sample without the cache (it reruns the window as the model's forward does)",

@@ -37,7 +37,8 @@ class KvCacheDecoder {
   KvCacheDecoder& operator=(const KvCacheDecoder&) = delete;
 
   // Whether the model's backend runs the decoder's products in the model's recipe: FP32 everywhere, the
-  // narrow recipes where the backend multiplies any operand formats (BackendCapabilities).
+  // narrow recipes where the backend multiplies any operand formats (BackendCapabilities); never under
+  // LoRA, since the cache reads the base weights alone.
   static bool supports(GPT& model);
 
   // Positions cached so far; at most capacity() (model.context_length).

@@ -10,6 +10,7 @@
 #include "io/durable_file.h"
 #include "io/hf_gpt2.h"
 #include "io/llmc_model_file.h"
+#include "io/lora_adapters.h"
 #include "io/optimizer_shards.h"
 #include "memory/arena_usage.h"
 #include "memory/planner.h"
@@ -127,7 +128,8 @@ RecomputePolicy Trainer::plan() {
 void Trainer::build(const RecomputePolicy& policy) {
   const TrainConfig& t = config_.train;
   const int rank = comm_->rank(), world = comm_->world_size();
-  model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy, recipe_);
+  model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy, recipe_,
+                                 LoraSpec::from_config(config_.finetune));
   if (recipe_.uses_loss_scaling()) scaler_.emplace(recipe_.loss_scale);
   dp_ = std::make_unique<DataParallel>(*model_, *comm_, config_.dist.zero);
   if (world > 1) {
@@ -169,16 +171,21 @@ void Trainer::build(const RecomputePolicy& policy) {
   inputs_.resize(static_cast<size_t>(t.grad_accum_steps) * t.batch_size * t.seq_len);
   targets_.resize(inputs_.size());
 
-  if (!config_.model.init_from.empty() && is_hf_checkpoint(config_.model.init_from)) {
-    model_->parameters_from_host(load_hf_gpt2(config_.model.init_from, config_.model));
-    spdlog::info("initialised {} parameters from Hugging Face checkpoint '{}'", model_->num_parameters(),
-                 config_.model.init_from);
-  } else if (!config_.model.init_from.empty()) {
-    const std::vector<float> params = read_llmc_parameters(config_.model.init_from, llmc_header_of(config_.model));
-    model_->parameters_from_host(params);
-    spdlog::info("initialised {} parameters from llm.c checkpoint '{}'", params.size(), config_.model.init_from);
+  const bool lora = model_->lora().enabled();
+  if (!config_.model.init_from.empty()) {
+    const bool hf = is_hf_checkpoint(config_.model.init_from);
+    const std::vector<float> params = hf ? load_hf_gpt2(config_.model.init_from, config_.model)
+                                         : read_llmc_parameters(config_.model.init_from, llmc_header_of(config_.model));
+    model_->base_from_host(params);
+    if (lora) {
+      model_->init_adapters(t.seed);
+      lora_base_ = lora_base_identity(config_.model.init_from, params);
+    }
+    spdlog::info("initialised {} parameters from {} checkpoint '{}'{}", params.size(), hf ? "Hugging Face" : "llm.c",
+                 config_.model.init_from, lora ? fmt::format(", frozen; LoRA adapters: {} parameters", model_->num_parameters()) : "");
   } else {
     model_->init_weights(t.seed);
+    if (lora) lora_base_ = lora_base_identity(fmt::format("train.seed {}", t.seed), model_->base_to_host());
   }
   dp_->broadcast_parameters();  // every rank starts from rank 0's weights
 }
@@ -203,6 +210,7 @@ void Trainer::resume() {
     for (const std::string& change : check_resume_config(read_file_bytes(config_path), config_yaml_, config_path))
       spdlog::info("changed since the checkpoint: {}", change);
     CheckpointState state = load_checkpoint(*dir, *model_, *optimizer_, /*verify=*/false);  // rank 0 just did
+    if (model_->lora().enabled()) check_lora_base(state, *dir);
     restore_precision_state(state, *dir, scaler_ ? &*scaler_ : nullptr, model_->fp8());
     train_loader_->restore(loader_position(state.loader, *dir));
     step_ = state.step;
@@ -215,6 +223,21 @@ void Trainer::resume() {
     // A run killed before its first checkpoint left records of steps that are now trained again.
     if (rank == 0) truncate_metrics_after((fs::path(config_.log.run_dir) / "metrics.jsonl").string(), 0);
   }
+}
+
+void Trainer::check_lora_base(const CheckpointState& state, const std::string& dir) const {
+  const auto path = state.values.find(kLoraBasePathKey), crc = state.values.find(kLoraBaseCrcKey);
+  GPT_CHECK(path != state.values.end() && crc != state.values.end(),
+            "'{}' holds LoRA adapters but not the identity of their base ({} and {} in state.yaml)", dir,
+            kLoraBasePathKey, kLoraBaseCrcKey);
+  const std::string ours = fmt::format("{:08x}", lora_base_.crc32c);
+  GPT_CHECK(crc->second == ours,
+            "'{}' holds LoRA adapters trained on the base '{}' (CRC-32C {}), but this run's base is '{}' (CRC-32C {}): "
+            "adapters only make sense on their own base; set model.init_from to the base they were trained on, or "
+            "start a fresh run (train.resume: false)",
+            dir, path->second, crc->second, lora_base_.path, ours);
+  if (path->second != lora_base_.path)
+    spdlog::info("the LoRA base moved from '{}' to '{}' (same CRC-32C {})", path->second, lora_base_.path, ours);
 }
 
 Trainer::~Trainer() = default;
@@ -239,8 +262,13 @@ void Trainer::log_start() const {
                   model_->activation_plan().policy.describe(), config_.precision.recipe, ledger.table());
   spdlog::debug("{}", ledger_text);
   if (comm_->rank() == 0) write_file_durably((fs::path(config_.log.run_dir) / "ledger.txt").string(), ledger_text + "\n");
+  if (model_->lora().enabled())
+    spdlog::info("LoRA: rank {}, alpha {}, dropout {}, targets {}: {} trained parameters ({:.2f}% of the frozen base)",
+                 config_.finetune.lora_rank, config_.finetune.lora_alpha, config_.finetune.lora_dropout,
+                 fmt::join(config_.finetune.lora_targets, ", "), model_->num_parameters(),
+                 100.0 * static_cast<double>(model_->num_parameters()) / static_cast<double>(model_->num_base_parameters()));
   spdlog::info("model: {:.2f}M parameters (L{} C{} NH{}, vocab {} padded to {}), backend {}, {} threads",
-               static_cast<double>(model_->num_parameters()) / 1e6, config_.model.n_layer, config_.model.n_embd,
+               static_cast<double>(model_->num_base_parameters()) / 1e6, config_.model.n_layer, config_.model.n_embd,
                config_.model.n_head, config_.model.vocab_size, config_.model.padded_vocab_size(), backend_->name(),
                omp_get_max_threads());
   spdlog::info("data: {} train shard(s), {} samples of {} tokens per epoch{}", train_loader_->shard_paths().size(),
@@ -324,6 +352,10 @@ std::string Trainer::write_checkpoint(std::optional<LoaderPosition> loader) {
   state.skipped_steps = skipped_steps_;
   state.loader = loader_fields(loader.value_or(train_loader_->position()));
   save_precision_state(state, scaler_ ? &*scaler_ : nullptr, model_->fp8());
+  if (model_->lora().enabled()) {
+    state.values[kLoraBasePathKey] = lora_base_.path;
+    state.values[kLoraBaseCrcKey] = fmt::format("{:08x}", lora_base_.crc32c);
+  }
   // Rank 0 writes the checkpoint; with ZeRO-1 every rank adds its optimizer shard to the staging directory
   // rank 0 has created (the first barrier), and rank 0 lists them once all are written (the second).
   const int rank = comm_->rank(), world = comm_->world_size();

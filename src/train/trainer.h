@@ -8,6 +8,8 @@
 #include "data/tokenizer.h"
 #include "dist/communicator.h"
 #include "dist/data_parallel.h"
+#include "io/checkpoint.h"
+#include "io/lora_adapters.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "precision/recipe.h"
@@ -70,6 +72,8 @@ class Trainer {
   void build(const RecomputePolicy& policy);
   void resume();
   void log_start() const;
+  // Refuses to resume LoRA adapters onto a base other than the one they were trained on.
+  void check_lora_base(const CheckpointState& state, const std::string& dir) const;
   // The loader position defaults to the current one; a stop on a non-finite step saves the position
   // before that step's batches.
   std::string write_checkpoint(std::optional<LoaderPosition> loader = std::nullopt);
@@ -97,6 +101,7 @@ class Trainer {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<MetricsWriter> metrics_;
   PrecisionRecipe recipe_;
+  LoraBase lora_base_;  // LoRA: the frozen base's identity, saved with each checkpoint
   std::optional<LossScaler> scaler_;  // fp16 only
   std::vector<int32_t> inputs_, targets_;  // K*B*T host staging, allocated once
   int64_t step_ = 0;
