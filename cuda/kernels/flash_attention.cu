@@ -44,6 +44,14 @@
 namespace gpt::cuda {
 namespace {
 
+// Full unrolling of the fixed-trip loops over fragments, so every accumulator index is a constant and
+// the arrays stay in registers (a loop nvcc leaves rolled puts its array in local memory).
+#if defined(__CUDA_ARCH__)
+#define GPT_UNROLL _Pragma("unroll")
+#else
+#define GPT_UNROLL
+#endif
+
 constexpr int kThreads = 128;    // 4 warps
 constexpr int kBlockRows = 64;   // 16 rows per warp
 constexpr float kLog2e = 1.4426950408889634f;
@@ -122,9 +130,11 @@ template <int kHead, MmaInput kIn, int kN>
 __device__ __forceinline__ void product_over_head(float (&acc)[kN][4], const uint16_t* a_tile, int r0,
                                                   const uint16_t* b_tile, int lane) {
   constexpr int kS = Tiles<kHead>::kStride;
+  GPT_UNROLL
   for (int ks = 0; ks < Tiles<kHead>::kSteps; ++ks) {
     uint32_t a[4];
     ldmatrix<4>(a, a_rows<kS>(a_tile, r0, ks, lane));
+    GPT_UNROLL
     for (int n = 0; n < kN; n += 2) {
       uint32_t b[4];
       ldmatrix<4>(b, b_rows<kS>(b_tile, n, ks, lane));
@@ -139,9 +149,11 @@ template <int kHead, MmaInput kIn, int kN>
 __device__ __forceinline__ void product_into_head(float (&acc)[Tiles<kHead>::kHeadTiles][4], const float (&x)[kN][4],
                                                   const uint16_t* tile, int lane) {
   constexpr int kS = Tiles<kHead>::kStride;
+  GPT_UNROLL
   for (int kk = 0; kk < kN / 2; ++kk) {
     uint32_t a[4];
     a_from_c<kIn>(a, x[2 * kk], x[2 * kk + 1]);
+    GPT_UNROLL
     for (int d = 0; d < Tiles<kHead>::kHeadTiles; d += 2) {
       uint32_t b[4];
       ldmatrix<4, true>(b, b_trans<kS>(tile, kk, d, lane));
@@ -197,9 +209,12 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashParams p) 
     product_over_head<kHead, kIn>(s, sq, warp * 16, sk, lane);
 
     const bool edge = j == qb || key0 + kBlockRows > T;  // the diagonal tile, or keys past T
+    GPT_UNROLL
     for (int r = 0; r < 2; ++r) {
       float mx = -INFINITY;
+      GPT_UNROLL
       for (int n = 0; n < kKeyTiles8; ++n)
+        GPT_UNROLL
         for (int e = 0; e < 2; ++e) {
           float x = s[n][2 * r + e] * p.scale_log2;
           const int64_t key = key0 + n * 8 + 2 * tq + e;
@@ -212,10 +227,12 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashParams p) 
       const float correction = exp2f(m[r] - m_new);
       m[r] = m_new;
       l[r] *= correction;
+      GPT_UNROLL
       for (int d = 0; d < Tl::kHeadTiles; ++d) {
         o[d][2 * r] *= correction;
         o[d][2 * r + 1] *= correction;
       }
+      GPT_UNROLL
       for (int n = 0; n < kKeyTiles8; ++n) {
         const float e0 = exp2f(s[n][2 * r] - m_new), e1 = exp2f(s[n][2 * r + 1] - m_new);
         l[r] += e0 + e1;
@@ -240,11 +257,13 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashParams p) 
   }
 
   auto* out = static_cast<uint16_t*>(p.out);
+  GPT_UNROLL
   for (int r = 0; r < 2; ++r) {
     const float sum = quad_sum(l[r]);
     if (row[r] >= T) continue;
     const float inv = 1.0f / sum;
     const int64_t base = (b * T + row[r]) * C + h * kHead + 2 * tq;
+    GPT_UNROLL
     for (int d = 0; d < Tl::kHeadTiles; ++d) store_pair<kIn>(out, base + d * 8, o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
     if (tq == 0) p.lse[bh * T + row[r]] = (m[r] + log2f(sum)) * kLn2;
   }
@@ -270,6 +289,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
   const int64_t q0 = qb * kBlockRows;
   const int64_t row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
   float lse2[2], delta[2];
+  GPT_UNROLL
   for (int r = 0; r < 2; ++r) {
     lse2[r] = row[r] < T ? p.lse[bh * T + row[r]] * kLog2e : 0.0f;
     delta[r] = row[r] < T ? p.delta[bh * T + row[r]] : 0.0f;
@@ -291,10 +311,13 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
     product_over_head<kHead, kIn>(s, sq, warp * 16, sk, lane);
     product_over_head<kHead, kIn>(dp, sdo, warp * 16, sv, lane);
     const bool edge = key0 + kInner - 1 > q0 || key0 + kInner > T;
+    GPT_UNROLL
     for (int n = 0; n < kN; ++n)
+      GPT_UNROLL
       for (int r = 0; r < 2; ++r) {
         float f[2] = {1.0f, 1.0f};
         if (p.dropout.active) p.dropout.pair(attention_mask_element(bh, T, row[r], key0 + n * 8 + 2 * tq), f[0], f[1]);
+        GPT_UNROLL
         for (int e = 0; e < 2; ++e) {
           const int64_t key = key0 + n * 8 + 2 * tq + e;
           float prob = exp2f(s[n][2 * r + e] * p.scale_log2 - lse2[r]);
@@ -311,9 +334,11 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
     }
   }
   auto* dqkv = static_cast<uint16_t*>(p.dqkv);
+  GPT_UNROLL
   for (int r = 0; r < 2; ++r) {
     if (row[r] >= T) continue;
     const int64_t base = (b * T + row[r]) * ld + h * kHead + 2 * tq;
+    GPT_UNROLL
     for (int d = 0; d < Tl::kHeadTiles; ++d)
       store_pair<kIn>(dqkv, base + d * 8, dq[d][2 * r] * p.scale, dq[d][2 * r + 1] * p.scale);
   }
@@ -363,8 +388,11 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
     product_over_head<kHead, kIn>(s, sk, warp * 16, sq, lane);
     product_over_head<kHead, kIn>(dp, sv, warp * 16, sdo, lane);
     const bool edge = qt0 < k0 + kBlockRows - 1;  // some query of the tile precedes some key of the block
+    GPT_UNROLL
     for (int n = 0; n < kN; ++n)
+      GPT_UNROLL
       for (int r = 0; r < 2; ++r)
+        GPT_UNROLL
         for (int e = 0; e < 2; ++e) {
           const int c = n * 8 + 2 * tq + e;
           const int64_t q = qt0 + c;
@@ -384,9 +412,11 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
     }
   }
   auto* dqkv = static_cast<uint16_t*>(p.dqkv);
+  GPT_UNROLL
   for (int r = 0; r < 2; ++r) {
     if (key[r] >= T) continue;
     const int64_t base = (b * T + key[r]) * ld + h * kHead + 2 * tq;
+    GPT_UNROLL
     for (int d = 0; d < Tl::kHeadTiles; ++d) {
       store_pair<kIn>(dqkv, base + C + d * 8, dk[d][2 * r] * p.scale, dk[d][2 * r + 1] * p.scale);
       store_pair<kIn>(dqkv, base + 2 * C + d * 8, dv[d][2 * r], dv[d][2 * r + 1]);
