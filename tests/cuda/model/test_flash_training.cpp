@@ -63,19 +63,19 @@ TEST(CudaFlashTrainer, FusedAttentionTrainsAsTheMaterialisedOne) {
   }
 }
 
-struct Run {
+struct FlashRun {
   std::vector<char> first_gradients;
   std::vector<double> losses;
   uint64_t planned = 0, measured = 0;
 };
 
-Run train_three_steps(Backend& backend, const RecomputePolicy& recompute, const PrecisionRecipe& recipe) {
+FlashRun train_three_steps(Backend& backend, const RecomputePolicy& recompute, const PrecisionRecipe& recipe) {
   ModelConfig m = tiny_model(23, 3, 128, 2, 16);
   m.dropout = 0.1;
   const int B = 2, T = 16;
   GPT model(m, B, T, backend, DType::F32, recompute, recipe);
   model.init_weights(5);
-  Run r;
+  FlashRun r;
   r.planned = model.activation_plan().total_bytes();
   for (uint32_t step = 0; step < 3; ++step) {
     if (step == 0) poison_arena(model.activation_arena(), backend);
@@ -85,6 +85,7 @@ Run train_three_steps(Backend& backend, const RecomputePolicy& recompute, const 
                   1.0f / (B * T));
     r.losses.push_back(model.loss_sum());
     model.backward(ctx);
+    model.gradient_norm_squared();  // what a trainer's step runs next; it writes the plan's sum-of-squares buffer
     if (step == 0) {
       r.first_gradients.resize(model.gradient_arena().layout().total_bytes());
       backend.copy_to_host(r.first_gradients.data(), model.gradient_arena().base(), r.first_gradients.size());
@@ -109,11 +110,11 @@ TEST(CudaFlashModel, EveryRecomputeModeIsBitwiseEqualToNone) {
   ASSERT_FALSE(backend->attention_keeps_probs());
   PrecisionRecipe bf16;
   bf16.recipe = RecipeKind::Bf16;
-  const Run none = train_three_steps(*backend, policy("none"), bf16);
+  const FlashRun none = train_three_steps(*backend, policy("none"), bf16);
   EXPECT_EQ(none.measured, none.planned);
   for (const RecomputePolicy& p : {policy("selective", {"attention", "gelu", "layernorm"}), policy("full")}) {
     SCOPED_TRACE(p.describe());
-    const Run r = train_three_steps(*backend, p, bf16);
+    const FlashRun r = train_three_steps(*backend, p, bf16);
     ASSERT_EQ(r.first_gradients.size(), none.first_gradients.size());
     EXPECT_EQ(std::memcmp(r.first_gradients.data(), none.first_gradients.data(), r.first_gradients.size()), 0);
     EXPECT_EQ(r.losses, none.losses);
