@@ -2,9 +2,12 @@
 // plans for it (attention_keeps_probs false, the default), so its probs are the [B,NH,T] log-sum-exp and
 // its dprobs the [B,NH,T] delta scratch, while the CPU runs the same case materialised; out and dqkv are
 // compared. Head size 64 (the tensor-core kernels in BF16/F16) and 13 (the scalar kernels, and FP32),
-// B = 2, NH = 2, T = 67 (a ragged tile) and 1, dropout off and on. The backward's P and dS enter their
-// products rounded to the format (FlashAttention's choice, where the CPU keeps them FP32), which the
-// backward cases' tolerance scale of 2 allows for.
+// B = 2, NH = 2, T = 67 (a ragged tile) and 1, dropout off and on. On tensor cores P (forward) and P and
+// dS (backward) enter their products rounded to the format (FlashAttention's choice, where the CPU keeps
+// them FP32): one more rounding than the output's. The forward's tolerance scale is 2 (BF16 with dropout
+// reached 1.1 x the unscaled tolerance in one of four runs); the backward's is 3, since dS's rows sum to
+// zero and dq = s dS k cancels, so dS's rounding shows at the scale of its terms (up to 1.9 x the unscaled
+// tolerance in BF16 and F16 over four runs; the materialised path splits dS in two to avoid just this).
 #include "cuda/backend/op_table.h"
 
 namespace gpt::test {
@@ -34,7 +37,8 @@ std::vector<OpCase> cases() {
           out.push_back({fmt::format("flash_attention_forward/{}/{}", format_tag(f), shape), [=](OpBench& b) {
                            Tensor qkv = b.input({B, T, 3 * C}, f);
                            b.backend().attention_forward({b.output({B, T, C}, f), stats(b), qkv, static_cast<int>(NH), dropout_of(p)});
-                         }});
+                         },
+                         2.0});
           out.push_back({fmt::format("flash_attention_backward/{}/{}", format_tag(f), shape),
                          [=](OpBench& b) {
                            Tensor qkv = b.input({B, T, 3 * C}, f);
@@ -43,7 +47,7 @@ std::vector<OpCase> cases() {
                            b.backend().attention_backward({b.output({B, T, 3 * C}, f), stats(b), b.input({B, T, C}, f), qkv,
                                                            probs, static_cast<int>(NH), dropout_of(p), attended});
                          },
-                         2.0});
+                         3.0});
         }
   return out;
 }
