@@ -51,17 +51,23 @@ struct FlashBackwardParams : FlashParams {
   const void* dout = nullptr;
   void* dqkv = nullptr;
   float* delta = nullptr;  // [B,NH,T]: rowsum(dout ⊙ out)
+  // Whether out is in qkv's format. Not in an FP8 recipe, which keeps the attention output only as the
+  // E4M3 input of its projection: there D comes from the probabilities instead (attention_delta).
+  bool out_in_compute_format = true;
 };
 
-// Checked shapes and formats (errors name the op, the tensor and what it should be).
+// Checked shapes and formats (errors name the op, the tensor and what it should be); out in qkv's format
+// unless any_out_format (the backward, which then does not read it).
 FlashParams flash_params(const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head, const DropoutSpec& dropout,
-                         const char* op);
+                         const char* op, bool any_out_format = false);
 FlashBackwardParams flash_backward_params(const AttentionBackwardArgs& args);
 
 // The scalar kernels: any format the recipes compute in and head sizes up to kMaxScalarHeadSize.
 void scalar_flash_forward(const FlashParams& p, cudaStream_t stream);
 void scalar_flash_backward(const FlashBackwardParams& p, cudaStream_t stream);
-// p.delta = rowsum(dout ⊙ out) per (head, row), for both backward kernels.
+// p.delta = rowsum(dout ⊙ out) per (head, row), for both backward kernels; with out in another format,
+// rowsum(Pd ⊙ dPd) (the same value) from recomputed probabilities, exact where an E4M3 out (3 mantissa
+// bits) would give D to about 6%.
 void attention_delta(const FlashBackwardParams& p, cudaStream_t stream);
 
 }  // namespace gpt::cuda

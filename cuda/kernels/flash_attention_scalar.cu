@@ -92,6 +92,27 @@ __global__ void delta_kernel(FlashBackwardParams p) {
   }
 }
 
+// D = rowsum(Pd ⊙ dPd) = sum over t2 <= t of P M/(1-p) (dout_t . v_t2), P recomputed from the log-sum-exp.
+__global__ void delta_from_probabilities_kernel(FlashBackwardParams p) {
+  const TensorRef qkv{const_cast<void*>(p.qkv), p.dtype, nullptr}, dout{const_cast<void*>(p.dout), p.dtype, nullptr};
+  const int64_t hs = p.head_size;
+  GPT_FLASH_GRID_LOOP(i, p.batch_heads * p.T) {
+    const Rows r = row_of(p, i);
+    float q[kMaxScalarHeadSize], dO[kMaxScalarHeadSize];
+    for (int64_t c = 0; c < hs; ++c) {
+      q[c] = load(qkv, qkv_at(p, r.b, r.t, r.h, 0) + c);
+      dO[c] = load(dout, rows_at(p, r.b, r.t, r.h) + c);
+    }
+    float d = 0.0f;
+    for (int64_t t2 = 0; t2 <= r.t; ++t2) {
+      const float prob = expf(p.scale * dot(qkv, qkv_at(p, r.b, t2, r.h, 1), q, hs) - p.lse[i]);
+      const float f = p.dropout.active ? p.dropout.factor(attention_mask_element(r.bh, p.T, r.t, t2)) : 1.0f;
+      if (f != 0.0f) d = fmaf(prob * f, dot(qkv, qkv_at(p, r.b, t2, r.h, 2), dO, hs), d);
+    }
+    p.delta[i] = d;
+  }
+}
+
 __global__ void scalar_dq_kernel(FlashBackwardParams p) {
   const TensorRef qkv{const_cast<void*>(p.qkv), p.dtype, nullptr}, dqkv{p.dqkv, p.dtype, nullptr};
   const TensorRef dout{const_cast<void*>(p.dout), p.dtype, nullptr};
@@ -162,7 +183,7 @@ void check_stats(const Tensor& t, const char* op, const char* name, int64_t B, i
 }  // namespace
 
 FlashParams flash_params(const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head, const DropoutSpec& dropout,
-                         const char* op) {
+                         const char* op, bool any_out_format) {
   GPT_CHECK(qkv.ndim == 3 && qkv.dim(2) % 3 == 0, "{}: qkv must be [B,T,3C], got {}", op, qkv.shape_string());
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
   GPT_CHECK(n_head > 0 && C % n_head == 0, "{}: n_head {} does not divide C = {}", op, n_head, C);
@@ -171,7 +192,8 @@ FlashParams flash_params(const Tensor& qkv, const Tensor& out, const Tensor& lse
   const DType f = qkv.dtype;
   GPT_CHECK(f == DType::F32 || f == DType::BF16 || f == DType::F16,
             "{}: the CUDA backend's attention takes qkv in F32, BF16 or F16, not {}", op, dtype_name(f));
-  GPT_CHECK(out.dtype == f, "{}: out is {} but qkv is {}; the CUDA backend's attention keeps them in one format", op,
+  GPT_CHECK(any_out_format || out.dtype == f,
+            "{}: out is {} but qkv is {}; the CUDA backend's attention keeps them in one format", op,
             dtype_name(out.dtype), dtype_name(f));
   check_stats(lse, op, "log-sum-exp (probs)", B, n_head, T);
   const int64_t hs = C / n_head;
@@ -203,7 +225,8 @@ FlashParams flash_params(const Tensor& qkv, const Tensor& out, const Tensor& lse
 FlashBackwardParams flash_backward_params(const AttentionBackwardArgs& args) {
   const char* op = "attention_backward";
   FlashBackwardParams p;
-  static_cast<FlashParams&>(p) = flash_params(args.qkv, args.out, args.probs, args.n_head, args.dropout, op);
+  static_cast<FlashParams&>(p) = flash_params(args.qkv, args.out, args.probs, args.n_head, args.dropout, op, true);
+  p.out_in_compute_format = args.out.dtype == p.dtype;
   GPT_CHECK(args.dout.ndim == 3 && args.dout.numel() == args.out.numel() && args.dout.dtype == p.dtype,
             "{}: dout must be {} {} like out, got {} {}", op, dtype_name(p.dtype), args.out.shape_string(),
             dtype_name(args.dout.dtype), args.dout.shape_string());
@@ -222,7 +245,10 @@ void scalar_flash_forward(const FlashParams& p, cudaStream_t stream) {
 }
 
 void attention_delta(const FlashBackwardParams& p, cudaStream_t stream) {
-  launch<delta_kernel>(rows_grid(p), dim3(kThreads), 0, stream, p);
+  if (p.out_in_compute_format)
+    launch<delta_kernel>(rows_grid(p), dim3(kThreads), 0, stream, p);
+  else
+    launch<delta_from_probabilities_kernel>(rows_grid(p), dim3(kThreads), 0, stream, p);
 }
 
 void scalar_flash_backward(const FlashBackwardParams& p, cudaStream_t stream) {

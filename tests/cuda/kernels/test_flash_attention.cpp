@@ -96,17 +96,21 @@ void poison(DeviceTensor& t) {
   t.upload(nan.data());
 }
 
-Outputs run_fused(const Shape& s, DType f, const std::vector<double>& qkv, const std::vector<double>& dout, float p) {
+// e4m3_out: the backward gets the output as an FP8 recipe stores it, in E4M3 (here NaN codes: it must not
+// be read, D then coming from the probabilities).
+Outputs run_fused(const Shape& s, DType f, const std::vector<double>& qkv, const std::vector<double>& dout, float p,
+                  bool e4m3_out = false) {
   KernelContext ctx;
   DeviceTensor tqkv({s.B, s.T, 3 * s.C()}, f), tdout({s.B, s.T, s.C()}, f), out({s.B, s.T, s.C()}, f);
   DeviceTensor lse({s.B, s.NH, s.T}, DType::F32), dqkv({s.B, s.T, 3 * s.C()}, f), delta({s.B, s.NH, s.T}, DType::F32);
   upload(tqkv, f, qkv);
   upload(tdout, f, dout);
-  for (DeviceTensor* t : {&out, &lse, &dqkv, &delta}) poison(*t);
+  DeviceTensor fp8_out({s.B, s.T, s.C()}, DType::E4M3);
+  for (DeviceTensor* t : {&out, &lse, &dqkv, &delta, &fp8_out}) poison(*t);
   const int nh = static_cast<int>(s.NH);
   flash_attention_forward({out.tensor(), lse.tensor(), tqkv.tensor(), nh, dropout_of(p)}, ctx.get());
   flash_attention_backward({dqkv.tensor(), delta.tensor(), tdout.tensor(), tqkv.tensor(), lse.tensor(), nh, dropout_of(p),
-                            out.tensor()},
+                            e4m3_out ? fp8_out.tensor() : out.tensor()},
                            ctx.get());
   CUDA_CHECK(cudaDeviceSynchronize());
   return {decode(f, out.download()), decode(DType::F32, lse.download()), decode(f, dqkv.download())};
@@ -296,6 +300,23 @@ TEST_F(FlashAttention, Fp32MatchesTheCpuToFp32Rounding) {
   EXPECT_LE(max_error(fused.out, ref.out), 2e-6);
   EXPECT_LE(max_error(fused.lse, ref.lse), 2e-6);
   EXPECT_LE(max_error(fused.dqkv, ref.dqkv), 2e-5);
+}
+
+// An FP8 recipe's backward (out stored in E4M3) takes D from the probabilities: its gradients are as close
+// to the CPU's as the compute-format path's (2 x the naive attention's error), and out is never read.
+TEST_F(FlashAttention, AnE4m3OutputIsNotReadByTheBackward) {
+  for (int64_t hs : {64, 13}) {
+    SCOPED_TRACE(::testing::Message() << "hs " << hs);
+    const Shape s{2, 2, 67, hs};
+    const std::vector<double> qkv = random_values(s.B * s.T * 3 * s.C(), DType::BF16, 2.0, 21);
+    const std::vector<double> dout = random_values(s.B * s.T * s.C(), DType::BF16, 1.0, 22);
+    const Outputs fused = run_fused(s, DType::BF16, qkv, dout, 0.1f, true);
+    const Outputs ref = run_cpu(s, qkv, dout, 0.1f);
+    const Outputs naive = run_naive(s, DType::BF16, qkv, dout, 0.1f);
+    for (int part = 0; part < 3; ++part)
+      EXPECT_LE(max_error(fused.dqkv, ref.dqkv, s.C(), part), kFactor * max_error(naive.dqkv, ref.dqkv, s.C(), part))
+          << "part " << part;
+  }
 }
 
 void check_mask(DType f, int64_t hs, int64_t T) {
