@@ -86,6 +86,15 @@ if [ -z "$arch" ]; then
   exit "$tests_status"
 fi
 
+# The fused attention alone: TFLOP/s forward and backward, causal (FLOPs counted as half the square),
+# BF16, head sizes 64 and 128, T = 1024, 4096, 8192 (tests/cuda/backend/bench_flash_attention.cpp); and its
+# static checks (no register spills, HMMA in the SASS) for this GPU's architecture.
+GPT_FLASH_BENCH=1 "$build/tests/gpt_cuda_tests" --gtest_filter='CudaFlashBenchmark.*' >"$out/flash_bench.log" 2>&1 ||
+  tests_status=1
+grep '^flash attention' "$out/flash_bench.log" | tee -a "$out/summary.txt" || log "flash attention benchmark: no figures (see flash_bench.log)"
+"$root/scripts/check_flash_kernels.sh" "$arch" >"$out/flash_static.log" 2>&1 || tests_status=1
+log "flash attention static checks (sm_$arch): $(tail -1 "$out/flash_static.log")"
+
 # The datasheet's dense (no sparsity) BF16 tensor-core peak of the GPU, for MFU.
 gpu_name=$(echo "$gpu" | cut -d, -f1)
 case "$gpu_name" in

@@ -42,7 +42,7 @@ int local_device_index(int device_count) {
   return 0;
 }
 
-CudaBackend::CudaBackend(int device_index, bool allow_tf32) {
+CudaBackend::CudaBackend(int device_index, bool allow_tf32, AttentionKind attention) : attention_(attention) {
   CUDA_CHECK(cudaSetDevice(device_index));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
@@ -68,7 +68,8 @@ CudaBackend::~CudaBackend() {
 
 BackendCapabilities CudaBackend::capabilities() const {
   BackendCapabilities caps;
-  caps.attention_keeps_probs = true;  // the materialised attention of kernels/attention.cu
+  // Fused: kernels/flash_attention.cu keeps each row's log-sum-exp; materialised: kernels/attention.cu.
+  caps.attention_keeps_probs = attention_ == AttentionKind::Materialised;
   caps.stores_low_precision = true;
   caps.reserved_device_bytes = reserved_bytes();
   return caps;

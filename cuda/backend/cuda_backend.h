@@ -26,7 +26,9 @@ struct DeviceInfo {
 class CudaBackend final : public Backend {
  public:
   // allow_tf32: FP32 products on TF32 tensor cores (10-bit mantissa inputs, FP32 accumulation).
-  explicit CudaBackend(int device_index, bool allow_tf32 = false);
+  // attention: what capabilities() reports, so what the model plans and passes; the attention ops take
+  // either kind, told apart by the probs tensor's shape (kernels/attention.h).
+  explicit CudaBackend(int device_index, bool allow_tf32 = false, AttentionKind attention = AttentionKind::Fused);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -56,6 +58,7 @@ class CudaBackend final : public Backend {
   DeviceContext ctx_;
   std::unique_ptr<Gemm> gemm_;
   bool sync_each_op_ = false;
+  AttentionKind attention_ = AttentionKind::Fused;
   size_t allocated_bytes_ = 0;
   std::unordered_map<void*, size_t> sizes_;  // allocate()'s blocks and their sizes
 };

@@ -11,11 +11,13 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   const int count = device_count();
   GPT_CHECK(count > 0, "train.backend cuda, but no CUDA device is present ({}); use train.backend: cpu or auto",
             describe());
-  auto backend = std::make_unique<CudaBackend>(local_device_index(count), options.allow_tf32);
+  auto backend = std::make_unique<CudaBackend>(local_device_index(count), options.allow_tf32, options.attention);
   const DeviceInfo& d = backend->info();
   spdlog::info("backend cuda: device {} of {}: {} ({:.1f} GiB, compute capability {}.{}, {} SMs){}", d.index, count,
                d.name, static_cast<double>(d.total_bytes) / (1ull << 30), d.compute_capability / 10,
                d.compute_capability % 10, d.sm_count, emulated() ? " on the CUDA emulator (cuda/emu)" : "");
+  if (options.attention == AttentionKind::Materialised)
+    spdlog::info("train.attention materialised: attention keeps its [B,n_head,T,T] probabilities");
   if (options.allow_tf32) spdlog::info("precision.tf32: FP32 matrix products run on TF32 tensor cores");
   return backend;
 }

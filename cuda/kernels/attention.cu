@@ -29,6 +29,7 @@
 // 128-bit float4 loads and stores when T is a multiple of 4 and the rows 16-byte aligned (then one
 // Philox call gives the mask words of the 4 elements), else one float at a time.
 #include "kernels/attention.h"
+#include "kernels/flash_attention.h"
 
 #include "common/block_reduce.cuh"
 #include "common/cuda_check.h"
@@ -100,7 +101,7 @@ struct Dropout {
   __device__ __forceinline__ Lanes<W> apply(Lanes<W> x, uint64_t first) const {
     if (!active) return x;
     if constexpr (W == 4) {
-      const Philox4 words = stream.block(static_cast<uint32_t>(first >> 2));
+      const Philox4 words = stream.block(first >> 2);
       for (int e = 0; e < 4; ++e) x.v[e] = words.v[e] >= threshold ? x.v[e] * scale : 0.0f;
     } else {
       x.v[0] = stream.word(first) >= threshold ? x.v[0] * scale : 0.0f;
@@ -367,6 +368,7 @@ void split_product(Gemm& gemm, const TensorRef& out, int64_t out_first, int64_t 
 }  // namespace
 
 void attention_forward(const AttentionForwardArgs& args, const DeviceContext& ctx) {
+  if (args.probs.ndim == 3) return flash_attention_forward(args, ctx);
   const Dims d = attention_dims(args.qkv, args.out, args.probs, args.n_head, "attention_forward");
   const DType op = args.qkv.dtype;
   check_formats("attention_forward", op, {{&args.out, "out"}}, {{&args.probs, "probs"}});
@@ -415,6 +417,7 @@ void attention_forward(const AttentionForwardArgs& args, const DeviceContext& ct
 }
 
 void attention_backward(const AttentionBackwardArgs& args, const DeviceContext& ctx) {
+  if (args.probs.ndim == 3) return flash_attention_backward(args, ctx);
   const Dims d = attention_dims(args.qkv, args.dout, args.probs, args.n_head, "attention_backward");
   GPT_CHECK(args.dqkv.ndim == 3 && args.dqkv.numel() == args.qkv.numel(), "attention_backward: dqkv must be {}, got {}",
             args.qkv.shape_string(), args.dqkv.shape_string());

@@ -1,4 +1,6 @@
-// Causal self-attention, materialised (cuBLASLt products and a masked softmax with dropout): the CUDA backend's ops of this family (the math and layout are in attention.cu).
+// Causal self-attention: the CUDA backend's ops of this family. probs' shape picks the kernels (op_args.h):
+// [B,NH,T,T] the materialised attention of attention.cu (cuBLASLt products and a masked softmax with
+// dropout), [B,NH,T] (the log-sum-exp) the fused one of flash_attention.h.
 #pragma once
 
 #include "backend/op_args.h"

@@ -89,9 +89,15 @@ class Backend {
 enum class BackendKind { Auto, Cpu, Cuda };
 
 // How a backend is set up, from the configuration.
+// The CUDA backend's attention (train.attention): fused keeps each row's log-sum-exp instead of the
+// [B,NH,T,T] probabilities; materialised keeps them (the CPU's way; kept for checks and comparisons).
+enum class AttentionKind { Fused, Materialised };
+AttentionKind parse_attention_kind(const std::string& name);
+
 struct BackendOptions {
   int threads = 0;          // CPU: OpenMP threads; <= 0 lets OpenMP decide
   bool allow_tf32 = false;  // CUDA: FP32 matrix products on TF32 tensor cores (precision.tf32)
+  AttentionKind attention = AttentionKind::Fused;  // CUDA; the CPU always materialises
 };
 
 // "auto" picks CUDA when this build has it and a device is present, else the CPU.

@@ -13,6 +13,12 @@ BackendKind parse_backend_kind(const std::string& name) {
   GPT_FAIL("unknown backend '{}': expected auto, cpu or cuda", name);
 }
 
+AttentionKind parse_attention_kind(const std::string& name) {
+  if (name == "fused") return AttentionKind::Fused;
+  if (name == "materialised") return AttentionKind::Materialised;
+  GPT_FAIL("unknown train.attention '{}': expected fused or materialised", name);
+}
+
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
   const int threads = options.threads;
   switch (kind) {

@@ -76,7 +76,10 @@ struct LayerNormBackwardArgs {
 
 // Causal multi-head self-attention. qkv [B,T,3C] holds q, k, v side by side, each C = n_head * hs with
 // head h in columns [h*hs, (h+1)*hs). out [B,T,C] = concat_h(dropout(softmax(q k^T / sqrt(hs) + mask)) v).
-// probs [B,NH,T,T] keeps the pre-dropout softmax for backward (the CPU backend materialises it).
+// probs keeps what backward needs, F32, in one of two shapes (Backend::attention_keeps_probs says which
+// the backend plans for; the CUDA backend takes either): [B,NH,T,T] the pre-dropout softmax (a
+// materialised attention, the CPU's), or [B,NH,T] each query row's log-sum-exp of its scaled scores (a
+// fused attention, which recomputes the probabilities from it).
 struct AttentionForwardArgs {
   Tensor out;
   Tensor probs;
@@ -85,7 +88,9 @@ struct AttentionForwardArgs {
   DropoutSpec dropout;
 };
 
-// dqkv [B,T,3C] is overwritten; dprobs [B,NH,T,T] is scratch.
+// dqkv [B,T,3C] is overwritten; dprobs is scratch of probs' shape ([B,NH,T,T], or [B,NH,T] for a fused
+// attention); out is the forward's output, which a fused backward reads (rowsum(dout * out)) and a
+// materialised one ignores.
 struct AttentionBackwardArgs {
   Tensor dqkv;
   Tensor dprobs;
@@ -94,6 +99,7 @@ struct AttentionBackwardArgs {
   Tensor probs;
   int n_head = 1;
   DropoutSpec dropout;
+  Tensor out;
 };
 
 // Row-wise softmax over the last dimension.

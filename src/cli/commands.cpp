@@ -274,7 +274,8 @@ int run_plan(const std::vector<std::string>& argv) {
     budget = parse_byte_size(budget_text);
     GPT_CHECK(budget.has_value(), "--budget: '{}' is not a size; write e.g. 8GiB or 512MiB", budget_text);
   }
-  auto backend = make_backend(parse_backend_kind(config.train.backend), {1});
+  auto backend = make_backend(parse_backend_kind(config.train.backend),
+                              {1, config.precision.tf32, parse_attention_kind(config.train.attention)});
   std::cout << plan_report(config, budget, backend->capabilities());
   return 0;
 }

@@ -56,6 +56,7 @@ struct DataConfig {
 
 struct TrainConfig {
   std::string backend = "cpu";
+  std::string attention = "fused";
   int threads = 0;
   uint64_t seed = 1337;
   int batch_size = 8;
@@ -77,6 +78,7 @@ struct TrainConfig {
   template <class V>
   void visit(V& v) {
     v.choice("backend", backend, {"cpu", "cuda", "auto"}, "Where the ops run; auto picks CUDA when built with it and a GPU is present.");
+    v.choice("attention", attention, {"fused", "materialised"}, "CUDA: fused attention kernels keep each row's log-sum-exp, no [B,n_head,T,T] probabilities (activation memory O(T), selective recomputation of attention saves nothing); materialised keeps the probabilities as the CPU does (for checks and comparisons). The CPU always materialises.");
     v.field("threads", threads, "CPU threads for OpenMP and OpenBLAS; 0 uses all cores.");
     v.field("seed", seed, "Seed of the initialisation, the data order and dropout.");
     v.field("batch_size", batch_size, "Micro-batch size B (sequences per forward/backward).");

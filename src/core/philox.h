@@ -49,14 +49,16 @@ struct RngStream {
   uint32_t layer = 0;
   RngSite site = RngSite::AttentionProbs;
 
-  // Four uniform 32-bit words for elements 4*block .. 4*block+3.
-  GPT_HOST_DEVICE Philox4 block(uint32_t block_index) const {
-    Philox4 ctr{{block_index, (layer << 8) | static_cast<uint32_t>(site), micro_step, step}};
-    return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  // Four uniform 32-bit words for elements 4*block .. 4*block+3. The block index's low 32 bits are the
+  // counter's first word and its high bits widen the key, so a tensor of more than 2^34 elements (attention
+  // dropout at B*NH*T*T: 16 heads x 8 sequences of 16K tokens) draws fresh words instead of repeating its
+  // first 2^34; below that, the words are the ones a 32-bit block index gave.
+  GPT_HOST_DEVICE Philox4 block(uint64_t block_index) const {
+    Philox4 ctr{{static_cast<uint32_t>(block_index), (layer << 8) | static_cast<uint32_t>(site), micro_step, step}};
+    return philox4x32_10(ctr, static_cast<uint32_t>(seed),
+                         static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(block_index >> 32));
   }
-  GPT_HOST_DEVICE uint32_t word(uint64_t element) const {
-    return block(static_cast<uint32_t>(element >> 2)).v[element & 3];
-  }
+  GPT_HOST_DEVICE uint32_t word(uint64_t element) const { return block(element >> 2).v[element & 3]; }
 };
 
 // Dropout keeps an element when its uniform word is at or above p * 2^32; kept values are scaled by 1/(1-p).

@@ -45,7 +45,7 @@ class DropoutCursor {
     if (!mask_.active()) return true;
     const uint64_t block = i >> 2;
     if (block != block_) {
-      words_ = mask_.stream().block(static_cast<uint32_t>(block));
+      words_ = mask_.stream().block(block);
       block_ = block;
     }
     return words_.v[i & 3] >= mask_.threshold();

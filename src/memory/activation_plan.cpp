@@ -78,7 +78,7 @@ ActivationPlan plan_activations(const ModelConfig& m, const PrecisionLayout& pre
     switch (t) {
       case BlockTensor::Qkv: return {B, T, 3 * C};
       case BlockTensor::Fch: case BlockTensor::FchGelu: return {B, T, 4 * C};
-      case BlockTensor::Probs: return {B, NH, T, T};
+      case BlockTensor::Probs: return keeps_probs ? std::vector<int64_t>{B, NH, T, T} : std::vector<int64_t>{B, NH, T};
       case BlockTensor::Ln1Mean: case BlockTensor::Ln1Rstd: case BlockTensor::Ln2Mean: case BlockTensor::Ln2Rstd:
         return {B, T};
       default: return {B, T, C};
@@ -89,13 +89,10 @@ ActivationPlan plan_activations(const ModelConfig& m, const PrecisionLayout& pre
   for (int l = 0; l < L; ++l) {
     for (int k = 0; k < kBlockTensors; ++k) {
       const auto t = static_cast<BlockTensor>(k);
-      const std::string kind = block_tensor_name(t);
+      // A fused attention keeps each row's log-sum-exp where a materialised one keeps the probabilities.
+      const std::string kind = t == BlockTensor::Probs && !keeps_probs ? "lse" : block_tensor_name(t);
       const DType dtype = precision.block(l, t).dtype;
       int& slot = plan.block_buffer[l][k];
-      if (t == BlockTensor::Probs && !keeps_probs) {
-        slot = -1;
-        continue;
-      }
       if (t == BlockTensor::Out) {
         // A block's output is kept when it starts another segment or feeds the final LayerNorm;
         // inside a full-recompute segment it goes to the segment's output slots, rebuilt in backward.
@@ -112,7 +109,7 @@ ActivationPlan plan_activations(const ModelConfig& m, const PrecisionLayout& pre
       }
       const bool scratch = policy.selective(l) &&
                            ((policy.layernorm && (t == BlockTensor::Ln1 || t == BlockTensor::Ln2)) ||
-                            (policy.attention && t == BlockTensor::Probs) || (policy.gelu && t == BlockTensor::FchGelu));
+                            (policy.attention && keeps_probs && t == BlockTensor::Probs) || (policy.gelu && t == BlockTensor::FchGelu));
       if (scratch) {
         // One buffer per recomputed kind serves every block: LayerNorm 1 and 2 outputs share one.
         const std::string name = (t == BlockTensor::Ln1 || t == BlockTensor::Ln2) ? "scratch.ln" : "scratch." + kind;
@@ -137,7 +134,9 @@ ActivationPlan plan_activations(const ModelConfig& m, const PrecisionLayout& pre
   model_tensor(ModelTensor::DAtty, {B, T, C}, ActivationUse::Scratch);
   model_tensor(ModelTensor::DQkv, {B, T, 3 * C}, ActivationUse::Scratch);
   model_tensor(ModelTensor::DFch, {B, T, 4 * C}, ActivationUse::Scratch);
-  if (keeps_probs) model_tensor(ModelTensor::DProbs, {B, NH, T, T}, ActivationUse::Scratch);
+  // The attention backward's scratch: dS over the probabilities, or a fused backward's rowsum(dout * out).
+  model_tensor(ModelTensor::DProbs, keeps_probs ? std::vector<int64_t>{B, NH, T, T} : std::vector<int64_t>{B, NH, T},
+               ActivationUse::Scratch);
   if (precision.any_fp8() && precision.e5m2_backward())
     model_tensor(ModelTensor::Fp8OutputGrad, {B, T, 4 * C}, ActivationUse::Scratch);
   if (precision.current_scaling()) model_tensor(ModelTensor::Fp8Source, {B, T, 4 * C}, ActivationUse::Scratch);

@@ -42,8 +42,7 @@ const char* activation_use_name(ActivationUse u);
 struct ActivationPlan {
   ArenaLayout layout{"activations"};
   std::vector<ActivationUse> use;  // per layout buffer
-  // block_buffer[l][kind]: index into layout, or -1 when the backend does not need it (probs with
-  // a fused attention).
+  // block_buffer[l][kind]: index into layout (probs: the log-sum-exp with a fused attention).
   std::vector<std::array<int, kBlockTensors>> block_buffer;
   // model_buffer[tensor]: index into layout, or -1 when this configuration does not need it.
   std::array<int, kModelTensors> model_buffer{};
@@ -59,7 +58,9 @@ struct MicroBatch {
   int seq_len = 1;
 };
 
-// keeps_probs: Backend::attention_keeps_probs() (a fused attention stores no [b,a,s,s] probabilities).
+// keeps_probs: Backend::attention_keeps_probs(). A fused attention stores no [b,a,s,s] probabilities:
+// the probs slot holds each row's log-sum-exp, [b,a,s] F32 ("blockL.lse"), kept per block even under
+// selective recomputation of attention, which then has nothing to rebuild.
 ActivationPlan plan_activations(const ModelConfig& model, const PrecisionLayout& precision, MicroBatch micro,
                                 bool keeps_probs, const RecomputePolicy& policy);
 

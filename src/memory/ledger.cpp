@@ -37,7 +37,8 @@ MemoryLedger memory_ledger(const ModelConfig& model, const ActivationPlan& plan,
   return ledger;
 }
 
-StepFlops step_flops(const ModelConfig& m, int batch_size, int seq_len, const RecomputePolicy& policy) {
+StepFlops step_flops(const ModelConfig& m, int batch_size, int seq_len, const RecomputePolicy& policy,
+                     bool attention_keeps_probs) {
   const double BT = static_cast<double>(batch_size) * seq_len, T = seq_len, C = m.n_embd;
   const double block_matmul = 2.0 * BT * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
   const double block_attention = 4.0 * BT * T * C;
@@ -48,7 +49,7 @@ StepFlops step_flops(const ModelConfig& m, int batch_size, int seq_len, const Re
   for (int l = 0; l < m.n_layer; ++l) {
     // A full segment of n blocks reruns n blocks to rebuild its outputs and n-1 again for internals.
     if (policy.full(l)) f.recompute += (l + 1 == policy.segment_end(l) ? 1 : 2) * (block_matmul + block_attention);
-    else if (policy.selective(l) && policy.attention) f.recompute += block_attention;
+    else if (policy.selective(l) && policy.attention && attention_keeps_probs) f.recompute += block_attention;
   }
   return f;
 }

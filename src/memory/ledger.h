@@ -46,7 +46,9 @@ struct StepFlops {
   // Extra forward work as a fraction of a plain step (forward + backward without recomputation).
   double overhead() const { return recompute / (forward + backward); }
 };
-StepFlops step_flops(const ModelConfig& model, int batch_size, int seq_len, const RecomputePolicy& policy);
+// attention_keeps_probs false (a fused attention): selective recomputation of attention reruns nothing.
+StepFlops step_flops(const ModelConfig& model, int batch_size, int seq_len, const RecomputePolicy& policy,
+                     bool attention_keeps_probs = true);
 
 // The per-block activation formula of the ledger with 16-bit activations (e = 2) and the assumptions
 // of Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"):

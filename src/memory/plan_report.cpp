@@ -21,11 +21,14 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
       m.n_layer, m.n_embd, m.n_head, m.padded_vocab_size(), B, T, config.train.grad_accum_steps,
       config.precision.recipe == "fp32" ? std::string("FP32") : config.precision.recipe,
       backend.attention_keeps_probs ? "materialises" : "does not store");
+  if (!backend.attention_keeps_probs)
+    out += "attention is fused: each block keeps one log-sum-exp per head and row instead of the probabilities,\n"
+           "so selective recomputation of attention saves no memory and reruns nothing (its row equals none's).\n\n";
   out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9}{}\n", "recompute", "params", "grads", "optimizer",
                      "activations", "total", "extra fwd", budget ? "  fits " + format_bytes(*budget) : "");
   for (const RecomputePolicy& p : rows) {
     const MemoryLedger l = ledger_for(config, p, B, backend);
-    const StepFlops f = step_flops(m, B, T, p);
+    const StepFlops f = step_flops(m, B, T, p, backend.attention_keeps_probs);
     const bool is_configured = p.describe() == configured.describe();
     out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.1f}%{}\n",
                        (is_configured ? "* " : "  ") + p.describe(), format_bytes(l.parameters + l.frozen_weights + l.compute_weights),

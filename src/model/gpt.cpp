@@ -293,7 +293,9 @@ GPT::BlockViews GPT::block_views(int l, int B, int T) {
     switch (kind) {
       case BlockTensor::Qkv: v.t[k] = view(index, {B, T, 3 * C}, f); break;
       case BlockTensor::Fch: case BlockTensor::FchGelu: v.t[k] = view(index, {B, T, 4 * C}, f); break;
-      case BlockTensor::Probs: v.t[k] = view(index, {B, NH, T, T}, f); break;
+      case BlockTensor::Probs:  // the probabilities, or a fused attention's log-sum-exp per row
+        v.t[k] = backend_.attention_keeps_probs() ? view(index, {B, NH, T, T}, f) : view(index, {B, NH, T}, f);
+        break;
       case BlockTensor::Ln1Mean: case BlockTensor::Ln1Rstd: case BlockTensor::Ln2Mean: case BlockTensor::Ln2Rstd:
         v.t[k] = view(index, {B, T}, f);
         break;
@@ -493,15 +495,17 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
   backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::AttentionResidual)});
   linear_backward(datty, g.attprojw, g.attprojb, dbranch, v[K::Atty], p.attprojw, l, Fp8Linear::AttnProj);
   lora_backward(l, LoraTarget::AttnProj, datty, dbranch, v[K::Atty], ctx);
-  if (selective && policy.attention) {
-    // Only the probabilities are rebuilt; the output, which atty already holds, goes to scratch.
+  if (selective && policy.attention && backend_.attention_keeps_probs()) {
+    // Only the probabilities are rebuilt; the output, which atty already holds, goes to scratch. (A fused
+    // attention keeps its log-sum-exp, which is all its backward needs.)
     backend_.attention_forward({act(ModelTensor::Branch, {B, T, C}), v[K::Probs], v[K::Qkv], config_.n_head,
                                 dropout(ctx, ul, RngSite::AttentionProbs)});
     flops_.recompute += 4.0 * B * static_cast<double>(T) * T * C;
   }
-  Tensor dprobs = v[K::Probs].empty() ? Tensor() : act(ModelTensor::DProbs, {B, config_.n_head, T, T});
+  const Tensor dprobs = backend_.attention_keeps_probs() ? act(ModelTensor::DProbs, {B, config_.n_head, T, T})
+                                                         : act(ModelTensor::DProbs, {B, config_.n_head, T});
   backend_.attention_backward({dqkv, dprobs, datty, v[K::Qkv], v[K::Probs], config_.n_head,
-                               dropout(ctx, ul, RngSite::AttentionProbs)});
+                               dropout(ctx, ul, RngSite::AttentionProbs), v[K::Atty]});
   flops_.backward += 8.0 * B * static_cast<double>(T) * T * C;
   if (selective && policy.layernorm) {
     produce(l, K::Ln1, v[K::Ln1], [&](const Tensor& out) {

@@ -101,7 +101,7 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
 RecomputePolicy Trainer::plan() {
   resolve_accumulation(config_.train, comm_->world_size());
   const TrainConfig& t = config_.train;
-  backend_ = make_backend(parse_backend_kind(t.backend), {threads_per_rank(t.threads, comm_->local_size()), config_.precision.tf32});
+  backend_ = make_backend(parse_backend_kind(t.backend), {threads_per_rank(t.threads, comm_->local_size()), config_.precision.tf32, parse_attention_kind(t.attention)});
   contention_ = std::make_unique<ContentionMonitor>(omp_get_max_threads());
   backend_planned_ = backend_->capabilities();
   const BackendCapabilities& backend = backend_planned_;

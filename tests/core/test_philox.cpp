@@ -39,4 +39,22 @@ TEST(Philox, DropoutThresholdKeepsTheRightFraction) {
   EXPECT_NEAR(kept / double(n), 0.75, 0.005);
 }
 
+// Past 2^34 elements (2^32 blocks) the block index widens the key: the words do not repeat the first
+// 2^34 elements', and below it they are the 32-bit counter's (the counter's first word, the key as seeded).
+TEST(Philox, BlocksPast2To32DrawFreshWords) {
+  const RngStream s{0x1234567890abcdefull, 5, 1, 3, RngSite::AttentionProbs};
+  for (uint64_t block : {uint64_t{0}, uint64_t{17}, uint64_t{0xFFFFFFFFu}}) {
+    const Philox4 low = s.block(block), high = s.block(block + (uint64_t{1} << 32));
+    const Philox4 direct = philox4x32_10(Philox4{{static_cast<uint32_t>(block), (3u << 8) | 1u, 1, 5}}, 0x90abcdefu,
+                                         0x12345678u);
+    int same = 0;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(low.v[i], direct.v[i]);
+      same += low.v[i] == high.v[i];
+    }
+    EXPECT_LT(same, 2) << "block " << block;
+    EXPECT_EQ(s.word(4 * (block + (uint64_t{1} << 32)) + 2), high.v[2]);
+  }
+}
+
 }  // namespace gpt

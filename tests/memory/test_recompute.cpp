@@ -2,6 +2,7 @@
 // step uses, and the FLOP overhead the planner reports must be what the model executes.
 #include "memory/arena_usage.h"
 #include "memory/ledger.h"
+#include "memory/plan_report.h"
 #include "memory/planner.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
@@ -247,6 +248,33 @@ TEST(Recompute, FusedAttentionMakesSelectiveAttentionFree) {
             plan_activations(m, fp32, {2, 32}, false, attention).total_bytes());
   EXPECT_GT(plan_activations(m, fp32, {2, 32}, true, none).total_bytes(),
             plan_activations(m, fp32, {2, 32}, true, attention).total_bytes());
+  EXPECT_EQ(step_flops(m, 2, 32, attention, false).recompute, 0.0);
+  EXPECT_GT(step_flops(m, 2, 32, attention, true).recompute, 0.0);
+}
+
+// The fused attention's plan: per block a [B,NH,T] FP32 log-sum-exp where the materialised one keeps the
+// [B,NH,T,T] probabilities, and a [B,NH,T] backward scratch for the [B,NH,T,T] one; `gpt-train plan` says so.
+TEST(Recompute, FusedAttentionPlansTheLogSumExpInsteadOfTheProbabilities) {
+  ModelConfig m = tiny_model(64, 3, 48, 4, 32);
+  const auto none = policy_from("none", {}, "1", "all", 3);
+  const ActivationPlan fused = plan_activations(m, PrecisionLayout({}, 3), {2, 32}, false, none);
+  const ActivationPlan materialised = plan_activations(m, PrecisionLayout({}, 3), {2, 32}, true, none);
+  const ArenaBuffer& lse = fused.layout.buffer(fused.layout.index_of("block2.lse"));
+  EXPECT_EQ(lse.bytes, 2u * 4 * 32 * 4);
+  EXPECT_EQ(lse.dtype, DType::F32);
+  EXPECT_EQ(materialised.layout.buffer(materialised.layout.index_of("block2.probs")).bytes, 2u * 4 * 32 * 32 * 4);
+  const std::string dprobs = model_tensor_name(ModelTensor::DProbs);
+  EXPECT_EQ(fused.layout.buffer(fused.layout.index_of(dprobs)).bytes, 2u * 4 * 32 * 4);
+
+  Config c;
+  c.model = m;
+  c.train.batch_size = 2;
+  c.train.seq_len = 32;
+  BackendCapabilities caps;
+  caps.attention_keeps_probs = false;
+  const std::string report = plan_report(c, std::nullopt, caps);
+  EXPECT_NE(report.find("attention does not store scores"), std::string::npos) << report;
+  EXPECT_NE(report.find("attention is fused"), std::string::npos) << report;
 }
 
 TEST(MemoryPlanner, PicksAPlanThatFitsInTheDocumentedOrder) {

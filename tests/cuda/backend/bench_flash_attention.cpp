@@ -1,0 +1,74 @@
+// The fused attention's speed on a GPU: a benchmark, not a test (it asserts nothing about time), run by
+// scripts/gpu_check.sh with GPT_FLASH_BENCH=1; skipped otherwise, and always on the emulator.
+// Causal, BF16, head sizes 64 and 128, T = 1024, 4096, 8192, 16384 tokens per call (B = 16384 / T) and
+// C = 2048 (NH = 2048 / hs), as FlashAttention-2's benchmarks run. FLOPs count causal attention as half
+// the square: forward 4 B NH T^2 hs / 2 (q k^T and P v), backward 2.5 times that (the five products of
+// a backward); the recomputation of S and dPd in the separate dq pass is not counted, so the backward's
+// figure is what the same work would cost a kernel that did not redo it.
+#include "backend/cuda_entry.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace gpt::test {
+namespace {
+
+// Device tensors of small BF16 values (F32 ones zero), freed with the struct.
+struct DeviceTensors {
+  Backend& backend;
+  std::vector<void*> blocks;
+  Tensor make(std::initializer_list<int64_t> dims, DType f) {
+    Tensor t(nullptr, dims, f, Device::CUDA);
+    t.data = backend.allocate(t.bytes());
+    blocks.push_back(t.data);
+    std::vector<uint16_t> host(t.bytes() / 2);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = f == DType::F32 ? 0 : static_cast<uint16_t>(0x3C00 + (i * 2654435761u >> 24) % 128);
+    backend.copy_to_device(t.data, host.data(), t.bytes());
+    return t;
+  }
+  ~DeviceTensors() {
+    for (void* p : blocks) backend.deallocate(p);
+  }
+};
+
+template <class F>
+double milliseconds(Backend& backend, F&& run, int repeats) {
+  run();
+  backend.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < repeats; ++i) run();
+  backend.synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / repeats;
+}
+
+TEST(CudaFlashBenchmark, CausalBf16Tflops) {
+  const char* enabled = std::getenv("GPT_FLASH_BENCH");
+  if (!enabled || std::string(enabled) != "1") GTEST_SKIP() << "a benchmark: GPT_FLASH_BENCH=1 runs it (scripts/gpu_check.sh)";
+  if (cuda::device_count() == 0 || cuda::emulated()) GTEST_SKIP() << "needs a GPU";
+  auto backend = cuda::make_backend();
+  for (int64_t hs : {64, 128})
+    for (int64_t T : {1024, 4096, 8192}) {
+      const int64_t B = 16384 / T, C = 2048, NH = C / hs;
+      DeviceTensors d{*backend, {}};
+      const Tensor qkv = d.make({B, T, 3 * C}, DType::BF16), out = d.make({B, T, C}, DType::BF16);
+      const Tensor lse = d.make({B, NH, T}, DType::F32), delta = d.make({B, NH, T}, DType::F32);
+      const Tensor dout = d.make({B, T, C}, DType::BF16), dqkv = d.make({B, T, 3 * C}, DType::BF16);
+      const int nh = static_cast<int>(NH);
+      const double fwd = milliseconds(*backend, [&] { backend->attention_forward({out, lse, qkv, nh, {}}); }, 10);
+      const double bwd = milliseconds(
+          *backend, [&] { backend->attention_backward({dqkv, delta, dout, qkv, lse, nh, {}, out}); }, 10);
+      const double flops = 4.0 * B * NH * static_cast<double>(T) * T * hs / 2.0;
+      std::printf("flash attention bf16 causal hs %3lld T %5lld (B %2lld, NH %2lld): forward %7.3f ms %6.1f TFLOP/s, "
+                  "backward %7.3f ms %6.1f TFLOP/s\n",
+                  static_cast<long long>(hs), static_cast<long long>(T), static_cast<long long>(B),
+                  static_cast<long long>(NH), fwd, flops / fwd / 1e9, bwd, 2.5 * flops / bwd / 1e9);
+    }
+}
+
+}  // namespace
+}  // namespace gpt::test
