@@ -15,6 +15,10 @@
 // those elements only (1/W of the optimizer state). After updating its chunks it all-gathers the weights,
 // so every rank again holds the whole model for the next forward.
 //
+// On a GPU the communicator (NCCL) orders each reduction after the packing on the compute stream and
+// overlaps it with the rest of backward on a stream of its own; waiting for a bucket orders the compute
+// stream after its reduction without blocking the host (cuda/comm/nccl_communicator.h).
+//
 // On one rank every operation here reduces to the plain single-process step, bit for bit.
 #pragma once
 
@@ -30,7 +34,9 @@ namespace gpt {
 
 class DataParallel {
  public:
-  DataParallel(GPT& model, Communicator& comm, int zero_stage);
+  // reduce_dtype: the buckets' format, the model's (f32 masters) or one the communicator sums narrower
+  // (bf16 over NCCL: half the bytes, each rank's gradients rounded once before the sum).
+  DataParallel(GPT& model, Communicator& comm, int zero_stage, DType reduce_dtype = DType::F32);
 
   Communicator& comm() { return comm_; }
   int rank() const { return comm_.rank(); }

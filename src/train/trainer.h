@@ -88,6 +88,7 @@ class Trainer {
   std::unique_ptr<Communicator> own_comm_;
   Communicator* comm_ = nullptr;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> device_comm_;  // the backend's own (NCCL), destroyed before the backend
   BackendCapabilities backend_planned_;  // as the backend reported them when the memory was planned
   std::unique_ptr<GPT> model_;
   std::unique_ptr<DataParallel> dp_;
