@@ -39,13 +39,14 @@ void check_device(const char* op, const Tensor& t) {
 
 // Operations live in slots reused across steps, each with its two events created once, so issuing a
 // collective allocates nothing once the pool has grown to the largest number in flight. A handle's id is
-// its slot and the slot's serial number at issue time.
+// its slot and the slot's serial number at issue time: a slot is freed once its collective has completed
+// on the device, so a handle whose slot has moved on refers to a completed collective, which nothing
+// needs to wait for.
 struct NcclCommunicator::State {
   enum class Phase { kFree, kIssuing, kQueued };
   struct Op {
     cudaEvent_t ready = nullptr, done = nullptr;
     Phase phase = Phase::kFree;
-    bool handle_open = false;  // its handle has not been waited or tested complete yet
     uint32_t serial = 0;
     const char* name = "";
     int64_t count = 0;
@@ -74,15 +75,14 @@ struct NcclCommunicator::State {
   Op* find(uint64_t id) {
     const auto slot = static_cast<size_t>(id & ((uint64_t{1} << kSlotBits) - 1));
     const auto serial = static_cast<uint32_t>(id >> kSlotBits);
-    if (slot >= ops.size() || ops[slot].serial != serial || !ops[slot].handle_open) return nullptr;
+    if (slot >= ops.size() || ops[slot].serial != serial || ops[slot].phase == Phase::kFree) return nullptr;
     return &ops[slot];
   }
-  // A slot whose collective has completed and whose handle is closed, or a new one. Under `mutex`.
+  // A slot whose collective has completed, or a new one. Under `mutex`.
   size_t free_slot() {
     for (size_t i = 0; i < ops.size(); ++i) {
       Op& op = ops[i];
-      if (op.phase == Phase::kQueued && !op.handle_open && cudaEventQuery(op.done) == cudaSuccess)
-        op.phase = Phase::kFree;
+      if (op.phase == Phase::kQueued && cudaEventQuery(op.done) == cudaSuccess) op.phase = Phase::kFree;
       if (op.phase == Phase::kFree) return i;
     }
     GPT_CHECK(ops.size() < (size_t{1} << kSlotBits), "more than {} NCCL operations in flight", ops.size());
@@ -105,7 +105,6 @@ struct NcclCommunicator::State {
       slot = free_slot();
       Op& op = ops[slot];
       op.phase = Phase::kIssuing;
-      op.handle_open = true;
       ++op.serial;
       op.name = name;
       op.count = count;
@@ -115,10 +114,17 @@ struct NcclCommunicator::State {
       op.waiter = waiter;
     }
     cudaEvent_t ready = ops[slot].ready, done = ops[slot].done;
-    CUDA_CHECK(cudaEventRecord(ready, waiter));
-    CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
-    NCCL_CHECK(call(stream));
-    CUDA_CHECK(cudaEventRecord(done, stream));
+    try {
+      CUDA_CHECK(cudaEventRecord(ready, waiter));
+      CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
+      NCCL_CHECK(call(stream));
+      CUDA_CHECK(cudaEventRecord(done, stream));
+    } catch (...) {
+      // Never queued: nothing for the watchdog to time.
+      std::lock_guard lock(mutex);
+      ops[slot].phase = Phase::kFree;
+      throw;
+    }
     std::lock_guard lock(mutex);
     ops[slot].phase = Phase::kQueued;
     return id_of(slot);
@@ -156,7 +162,7 @@ struct NcclCommunicator::State {
       for (Op& op : ops) {
         if (op.phase == Phase::kFree) continue;
         if (op.phase == Phase::kQueued && cudaEventQuery(op.done) == cudaSuccess) {
-          if (!op.handle_open) op.phase = Phase::kFree;
+          op.phase = Phase::kFree;
           continue;
         }
         if (std::chrono::duration<double>(now - op.issued).count() > limit && late.empty())
@@ -301,7 +307,7 @@ bool NcclCommunicator::test(uint64_t id) {
   const cudaError_t status = cudaEventQuery(op->done);
   if (status == cudaErrorNotReady) return false;
   CUDA_CHECK(status);
-  op->handle_open = false;
+  op->phase = State::Phase::kFree;
   return true;
 }
 
@@ -313,7 +319,6 @@ void NcclCommunicator::wait(uint64_t id) {
   if (op == nullptr) return;
   // The stream the collective was ordered after waits for it; the host goes on queueing work.
   CUDA_CHECK(cudaStreamWaitEvent(op->waiter, op->done, 0));
-  op->handle_open = false;
 }
 
 }  // namespace gpt::cuda
