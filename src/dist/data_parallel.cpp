@@ -186,6 +186,16 @@ void DataParallel::optimizer_step(AdamW& optimizer, double lr, double grad_scale
   }
 }
 
+double DataParallel::bytes_sent_per_step() const {
+  const double W = comm_.world_size();
+  double bytes = 0.0;
+  for (const Bucket& b : buckets_) {
+    const double size = static_cast<double>(zero_ == 1 ? b.padded : b.count) * dtype_size(buckets_buffer_.dtype);
+    bytes += 2.0 * (W - 1.0) / W * size;  // all-reduce, or reduce-scatter + all-gather of the weights
+  }
+  return bytes;
+}
+
 std::vector<ParamRange> DataParallel::optimizer_ranges() const {
   std::vector<ParamRange> ranges;
   if (zero_ == 1) {

@@ -69,6 +69,10 @@ class DataParallel {
   void all_reduce_max(std::span<float> values);
   // Makes every rank's weights rank 0's.
   void broadcast_parameters();
+  // Bytes one rank sends per optimizer step in the bucket collectives, counted as ring algorithms (NCCL's,
+  // and MPI's for large buffers) move them: an all-reduce of n bytes sends 2(W-1)/W n, a reduce-scatter
+  // or an all-gather (W-1)/W n each. 0 on one rank.
+  double bytes_sent_per_step() const;
   // Bytes of the bucket, shard and scalar buffers.
   size_t buffer_bytes() const { return arena_ ? arena_->layout().total_bytes() : 0; }
 

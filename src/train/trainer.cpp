@@ -148,8 +148,10 @@ void Trainer::build(const RecomputePolicy& policy) {
     dp_->all_reduce(where);
     int nodes = 0;
     for (int r = 0; r < world; ++r) nodes += where[3 * r] == 0;
-    spdlog::info("data parallel over {}: {} ranks on {} node(s), ZeRO stage {}", comm_->name(), world, nodes,
-                 dp_->zero_stage());
+    spdlog::info("data parallel over {}: {} ranks on {} node(s), ZeRO stage {}; gradients summed in {}, each rank "
+                 "sends {:.1f} MiB a step (ring collectives)",
+                 comm_->name(), world, nodes, dp_->zero_stage(), dtype_name(dp_->bucket(0).dtype),
+                 dp_->bytes_sent_per_step() / (1 << 20));
     for (int r = 0; r < world; ++r)
       spdlog::info("  rank {}: local rank {} of {}, {} threads", r, where[3 * r], where[3 * r + 1], where[3 * r + 2]);
   }

@@ -118,6 +118,9 @@ TEST(NcclDataParallel, Bf16ReductionWithinItsTolerance) {
   a.run();
   Trainer b(bf16, config_to_yaml(bf16), &world());
   EXPECT_EQ(b.data_parallel().bucket(0).dtype, DType::BF16);
+  // On 2 ranks a ring all-reduce sends each bucket once: 4 bytes a gradient in f32, 2 in bf16.
+  EXPECT_DOUBLE_EQ(a.data_parallel().bytes_sent_per_step(), 4.0 * static_cast<double>(a.model().num_parameters()));
+  EXPECT_DOUBLE_EQ(b.data_parallel().bytes_sent_per_step(), a.data_parallel().bytes_sent_per_step() / 2);
   b.run();
   const auto la = logged_losses(f32.log.run_dir), lb = logged_losses(bf16.log.run_dir);
   ASSERT_EQ(la.size(), 4u);
