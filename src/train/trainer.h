@@ -88,10 +88,12 @@ class Trainer {
   std::unique_ptr<Communicator> own_comm_;
   Communicator* comm_ = nullptr;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Communicator> device_comm_;  // the backend's own (NCCL), destroyed before the backend
   BackendCapabilities backend_planned_;  // as the backend reported them when the memory was planned
   std::unique_ptr<GPT> model_;
   std::unique_ptr<DataParallel> dp_;
+  // The backend's own communicator (NCCL). Destroyed before the buffers its collectives use (dp_'s, the
+  // model's) and before the backend: it drains or aborts its collectives first.
+  std::unique_ptr<Communicator> device_comm_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<StepRunner> step_runner_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
