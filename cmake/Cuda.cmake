@@ -28,9 +28,20 @@ if(GPT_WITH_CUDA)
   file(GLOB_RECURSE GPT_CUDA_SOURCES CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/cuda/common/*.cu ${CMAKE_SOURCE_DIR}/cuda/common/*.cpp
     ${CMAKE_SOURCE_DIR}/cuda/backend/*.cu ${CMAKE_SOURCE_DIR}/cuda/backend/*.cpp
-    ${CMAKE_SOURCE_DIR}/cuda/kernels/*.cu ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cu ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cpp)
+    ${CMAKE_SOURCE_DIR}/cuda/kernels/*.cu ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cu ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cpp
+    ${CMAKE_SOURCE_DIR}/cuda/comm/*.cpp)
+  # NCCL (data parallelism on GPUs, cuda/comm): the CUDA 13 toolkit ships it; older ones need the
+  # distribution's libnccl-dev.
+  find_path(GPT_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(GPT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(NOT GPT_NCCL_INCLUDE_DIR OR NOT GPT_NCCL_LIBRARY)
+    message(FATAL_ERROR "the CUDA backend needs NCCL (nccl.h and libnccl), found neither under the CUDA toolkit "
+                        "(${CUDAToolkit_INCLUDE_DIRS}) nor on the system: install libnccl-dev, or configure with "
+                        "-DGPT_CUDA=OFF")
+  endif()
   add_library(gpt_cuda_backend OBJECT ${GPT_CUDA_SOURCES})
-  target_link_libraries(gpt_cuda_backend PUBLIC CUDA::cudart CUDA::cublasLt fmt::fmt spdlog::spdlog)
+  target_include_directories(gpt_cuda_backend PUBLIC ${GPT_NCCL_INCLUDE_DIR})
+  target_link_libraries(gpt_cuda_backend PUBLIC CUDA::cudart CUDA::cublasLt ${GPT_NCCL_LIBRARY} fmt::fmt spdlog::spdlog)
   target_compile_definitions(gpt_cuda_backend PUBLIC GPT_WITH_CUDA=1)
   # Device code calls the constexpr helpers of precision/float_formats.h and core/dtype.h.
   target_compile_options(gpt_cuda_backend PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)

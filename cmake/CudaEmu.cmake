@@ -13,9 +13,11 @@ if(GPT_CUDA_EMU)
   file(GLOB_RECURSE GPT_CUDA_EMU_KERNEL_SOURCES CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/cuda/common/*.cu ${CMAKE_SOURCE_DIR}/cuda/kernels/*.cu ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cu
     ${CMAKE_SOURCE_DIR}/cuda/backend/*.cu)
-  # Host-only sources of the backend (cuda/*/*.cpp) compile as they are, against the emulator's headers.
+  # Host-only sources of the backend (cuda/*/*.cpp) compile as they are, against the emulator's headers;
+  # cuda/comm's NCCL communicator runs on cuda/emu/nccl.cpp, NCCL emulated over MPI.
   file(GLOB_RECURSE GPT_CUDA_EMU_HOST_SOURCES CONFIGURE_DEPENDS
-    ${CMAKE_SOURCE_DIR}/cuda/common/*.cpp ${CMAKE_SOURCE_DIR}/cuda/backend/*.cpp ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cpp)
+    ${CMAKE_SOURCE_DIR}/cuda/common/*.cpp ${CMAKE_SOURCE_DIR}/cuda/backend/*.cpp ${CMAKE_SOURCE_DIR}/cuda/gemm/*.cpp
+    ${CMAKE_SOURCE_DIR}/cuda/comm/*.cpp)
   set(GPT_CUDA_EMU_WRAPPERS)
   foreach(cu ${GPT_CUDA_EMU_KERNEL_SOURCES})
     file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/cuda ${cu})

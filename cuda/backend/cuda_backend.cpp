@@ -34,8 +34,9 @@ std::string gib(size_t bytes) { return fmt::format("{:.2f} GiB", static_cast<dou
 
 }  // namespace
 
-int local_device_index(int device_count) {
+int local_device_index(int device_count, int local_rank) {
   GPT_CHECK(device_count > 0, "no CUDA device to choose from");
+  if (local_rank >= 0) return local_rank % device_count;
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
     if (const char* v = std::getenv(var); v && *v) return std::atoi(v) % device_count;
   }

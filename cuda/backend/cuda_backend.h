@@ -43,6 +43,8 @@ class CudaBackend final : public Backend {
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void synchronize() override;
+  // NCCL over this backend's stream and device, bootstrapped over `host` (cuda/comm/).
+  std::unique_ptr<Communicator> make_communicator(Communicator& host) override;
 
   GPT_BACKEND_OPS(GPT_OVERRIDE_BACKEND_OP)
 
@@ -63,8 +65,8 @@ class CudaBackend final : public Backend {
   std::unordered_map<void*, size_t> sizes_;  // allocate()'s blocks and their sizes
 };
 
-// The device a process uses: its local rank (Open MPI, MVAPICH, Slurm or torchrun's variable) modulo the
-// visible devices, so ranks on one node take one GPU each.
-int local_device_index(int device_count);
+// The device a process uses: its local rank modulo the visible devices, so ranks on one node take one
+// GPU each. local_rank < 0: the launcher's variable (Open MPI, MVAPICH, Slurm or torchrun's), else 0.
+int local_device_index(int device_count, int local_rank = -1);
 
 }  // namespace gpt::cuda

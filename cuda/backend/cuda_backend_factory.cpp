@@ -1,5 +1,6 @@
-// train.backend cuda (or auto with a device present): the device of this process's local rank, logged
-// with its name, memory and compute capability.
+// train.backend cuda (or auto with a device present): the device of this process's local rank (the one
+// the job's communicator found among its node's ranks, else the launcher's), logged with its name, memory
+// and compute capability.
 #include "backend/cuda_backend.h"
 #include "backend/cuda_entry.h"
 
@@ -11,7 +12,8 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   const int count = device_count();
   GPT_CHECK(count > 0, "train.backend cuda, but no CUDA device is present ({}); use train.backend: cpu or auto",
             describe());
-  auto backend = std::make_unique<CudaBackend>(local_device_index(count), options.allow_tf32, options.attention);
+  auto backend = std::make_unique<CudaBackend>(local_device_index(count, options.local_rank), options.allow_tf32,
+                                                options.attention);
   const DeviceInfo& d = backend->info();
   spdlog::info("backend cuda: device {} of {}: {} ({:.1f} GiB, compute capability {}.{}, {} SMs){}", d.index, count,
                d.name, static_cast<double>(d.total_bytes) / (1ull << 30), d.compute_capability / 10,

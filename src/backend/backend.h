@@ -11,6 +11,8 @@
 
 namespace gpt {
 
+class Communicator;  // dist/communicator.h
+
 // Every compute op of the interface, once: X(method, argument struct, ProfiledOp enumerator, OpCategory
 // the benchmark reports it under). The interface, the backends' declarations and the profiling wrapper
 // are generated from this list, so an op is added in one place (plus its implementations).
@@ -79,6 +81,11 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void synchronize() = 0;
 
+  // Data parallelism: the communicator for this backend's buffers (NCCL for CUDA), started over `host`, the
+  // job's communicator on host memory (MPI), which outlives it. nullptr: `host` itself serves this
+  // backend, whose buffers are host memory.
+  virtual std::unique_ptr<Communicator> make_communicator(Communicator& host);
+
   // The ops (GPT_BACKEND_OPS): one virtual per argument struct of op_args.h; the mixed-precision
   // conversions cast, amax and quantize_roundtrip are in src/cpu/cast.cpp on the CPU.
 #define GPT_DECLARE_BACKEND_OP(method, Args, op, category) virtual void method(const Args& args) = 0;
@@ -98,6 +105,7 @@ struct BackendOptions {
   int threads = 0;          // CPU: OpenMP threads; <= 0 lets OpenMP decide
   bool allow_tf32 = false;  // CUDA: FP32 matrix products on TF32 tensor cores (precision.tf32)
   AttentionKind attention = AttentionKind::Fused;  // CUDA; the CPU always materialises
+  int local_rank = -1;      // CUDA: this rank's index among its node's ranks (< 0: the launcher's variable)
 };
 
 // "auto" picks CUDA when this build has it and a device is present, else the CPU.

@@ -1,10 +1,13 @@
 #include "backend/backend.h"
 #include "backend/cuda_entry.h"
 #include "cpu/cpu_backend.h"
+#include "dist/communicator.h"
 
 #include <spdlog/spdlog.h>
 
 namespace gpt {
+
+std::unique_ptr<Communicator> Backend::make_communicator(Communicator&) { return nullptr; }
 
 BackendKind parse_backend_kind(const std::string& name) {
   if (name == "auto") return BackendKind::Auto;

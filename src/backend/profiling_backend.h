@@ -12,6 +12,7 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "dist/communicator.h"
 
 #include <array>
 #include <chrono>
@@ -85,6 +86,7 @@ class ProfilingBackend final : public Backend {
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void synchronize() override { inner_.synchronize(); }
+  std::unique_ptr<Communicator> make_communicator(Communicator& host) override { return inner_.make_communicator(host); }
 
   GPT_BACKEND_OPS(GPT_OVERRIDE_BACKEND_OP)
 

@@ -182,6 +182,7 @@ struct DistConfig {
   int zero = 0;
   double timeout_s = 600.0;
   bool overlap = true;
+  std::string reduce_dtype = "fp32";
   bool log_all_ranks = false;
 
   template <class V>
@@ -189,6 +190,7 @@ struct DistConfig {
     v.field("zero", zero, "ZeRO stage under mpirun: 0 keeps the whole AdamW state on every rank; 1 shards it (each rank updates 1/ranks of the weights, then all-gathers them).");
     v.field("timeout_s", timeout_s, "Seconds a collective may wait for the other ranks before the job aborts naming the waiting rank (and the ranks of its node that did not arrive); must exceed the longest rank-0-only pause (checkpoint, sample).");
     v.field("overlap", overlap, "Reduce each block's gradients during the last micro-batch's backward, while earlier blocks are still computed (false: one reduction pass after backward).");
+    v.choice("reduce_dtype", reduce_dtype, {"fp32", "bf16"}, "Format the gradient buckets are summed over the ranks in: fp32, or bf16 to halve the bytes sent (NCCL, train.backend cuda, with dist.zero 0; the gradients are rounded to bf16 before the sum, as in PyTorch's bf16 compression hook).");
     v.field("log_all_ranks", log_all_ranks, "Every rank logs at log.level (prefixed [rank N]); by default ranks other than 0 log warnings and errors only.");
   }
 };

@@ -245,6 +245,10 @@ void validate_config(const Config& config, const KeyOrigins& origins) {
     c.fail("dist.zero", fmt::format("stage {} is not implemented", config.dist.zero),
            "use 0 (every rank keeps the whole optimizer state) or 1 (shard it)");
   c.positive("dist.timeout_s", config.dist.timeout_s);
+  if (config.dist.reduce_dtype == "bf16" && config.dist.zero == 1)
+    c.fail("dist.reduce_dtype", "bf16 with dist.zero 1 is not supported: ZeRO-1 gathers the fp32 weights through the "
+           "same buckets the gradients are summed in",
+           "use dist.reduce_dtype fp32 with ZeRO-1, or dist.zero 0 with bf16");
 
   const RecomputeConfig& r = config.recompute;
   auto whole_number = [](const std::string& text, int lo, int hi) {

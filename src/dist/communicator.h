@@ -2,7 +2,8 @@
 //
 // The contract is the one NCCL will need under cuda/comm/: buffers are the backend's memory (device
 // memory on a GPU); a collective is ordered after the work already issued on `stream` (CommStream{} is
-// the backend's default stream), and its result may be used by work issued after wait() returns. Every
+// the backend's default stream), and its result may be used by work issued after wait() returns (on a GPU
+// that work may be queued before the collective has completed: cuda/comm/nccl_communicator.h). Every
 // collective has an asynchronous form returning a CommHandle; the blocking form is the asynchronous one
 // followed by wait(). The single-process and MPI communicators work on host memory and ignore the stream.
 //
@@ -53,11 +54,13 @@ class Communicator {
  public:
   virtual ~Communicator() = default;
 
-  virtual std::string name() const = 0;  // "single", "mpi", later "nccl"
+  virtual std::string name() const = 0;  // "single", "mpi", "nccl"
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual int local_rank() const = 0;  // rank among the processes on this node
   virtual int local_size() const = 0;  // processes on this node
+  // Whether the sum collectives take buffers of this dtype (MPI: f32, f64, i32; NCCL also bf16, f16).
+  virtual bool sums(DType dtype) const { return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::I32; }
 
   // buf = the sum over ranks of buf, in place.
   virtual CommHandle all_reduce_sum_async(const Tensor& buf, CommStream stream = {}) = 0;
@@ -113,6 +116,7 @@ class ForwardingCommunicator : public Communicator {
   int world_size() const override { return inner_.world_size(); }
   int local_rank() const override { return inner_.local_rank(); }
   int local_size() const override { return inner_.local_size(); }
+  bool sums(DType dtype) const override { return inner_.sums(dtype); }
   CommHandle all_reduce_sum_async(const Tensor& buf, CommStream stream = {}) override {
     return inner_.all_reduce_sum_async(buf, stream);
   }

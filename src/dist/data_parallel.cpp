@@ -9,8 +9,9 @@ namespace {
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// The buckets reduce in the masters' precision; gradients stored narrower (precision.grad_dtype) are
-// widened into them and rounded back, as a GPU reduces BF16 gradients in an FP32 bucket.
+// The buckets reduce in the masters' precision unless dist.reduce_dtype says bf16; gradients stored in
+// another format (precision.grad_dtype) are converted into them and back, as a GPU reduces BF16
+// gradients in an FP32 bucket.
 void convert_into(Backend& backend, const Tensor& out, const Tensor& in) {
   if (out.dtype == in.dtype) backend.copy({out, in});
   else backend.cast({out, in});
@@ -25,7 +26,7 @@ constexpr int64_t kBroadcastBytes = int64_t{1} << 30;
 
 }  // namespace
 
-DataParallel::DataParallel(GPT& model, Communicator& comm, int zero_stage)
+DataParallel::DataParallel(GPT& model, Communicator& comm, int zero_stage, DType reduce_dtype)
     : model_(model), comm_(comm), backend_(model.backend()), zero_(comm.world_size() > 1 ? zero_stage : 0) {
   GPT_CHECK(zero_stage == 0 || zero_stage == 1, "dist.zero: stage {} does not exist here; use 0 or 1", zero_stage);
   const int W = comm.world_size();
@@ -49,7 +50,13 @@ DataParallel::DataParallel(GPT& model, Communicator& comm, int zero_stage)
     }
   }
 
-  const DType dtype = model.dtype();
+  const DType dtype = reduce_dtype;
+  GPT_CHECK(comm.sums(dtype), "dist.reduce_dtype {}: the {} communicator does not sum {} values; use fp32{}",
+            dtype_name(dtype), comm.name(), dtype_name(dtype),
+            comm.name() == "mpi" ? " (bf16 sums need NCCL: train.backend cuda)" : "");
+  GPT_CHECK(zero_ == 0 || dtype == model.dtype(),
+            "dist.reduce_dtype {} with dist.zero 1: ZeRO-1 gathers the {} weights through the gradient buckets; "
+            "use dist.reduce_dtype fp32", dtype_name(dtype), dtype_name(model.dtype()));
   int64_t offset = 0, shard_offset = 0;
   for (Bucket& b : buckets_) {
     b.padded = round_up(b.count, zero_ == 1 ? kGranule * W : kGranule);
@@ -177,6 +184,16 @@ void DataParallel::optimizer_step(AdamW& optimizer, double lr, double grad_scale
     b.handle.wait();
     for (const Segment& s : b.segments) backend_.copy({s.param, s.slot});
   }
+}
+
+double DataParallel::bytes_sent_per_step() const {
+  const double W = comm_.world_size();
+  double bytes = 0.0;
+  for (const Bucket& b : buckets_) {
+    const double size = static_cast<double>(zero_ == 1 ? b.padded : b.count) * dtype_size(buckets_buffer_.dtype);
+    bytes += 2.0 * (W - 1.0) / W * size;  // all-reduce, or reduce-scatter + all-gather of the weights
+  }
+  return bytes;
 }
 
 std::vector<ParamRange> DataParallel::optimizer_ranges() const {

@@ -15,6 +15,10 @@
 // those elements only (1/W of the optimizer state). After updating its chunks it all-gathers the weights,
 // so every rank again holds the whole model for the next forward.
 //
+// On a GPU the communicator (NCCL) orders each reduction after the packing on the compute stream and
+// overlaps it with the rest of backward on a stream of its own; waiting for a bucket orders the compute
+// stream after its reduction without blocking the host (cuda/comm/nccl_communicator.h).
+//
 // On one rank every operation here reduces to the plain single-process step, bit for bit.
 #pragma once
 
@@ -30,7 +34,9 @@ namespace gpt {
 
 class DataParallel {
  public:
-  DataParallel(GPT& model, Communicator& comm, int zero_stage);
+  // reduce_dtype: the buckets' format, the model's (f32 masters) or one the communicator sums narrower
+  // (bf16 over NCCL: half the bytes, each rank's gradients rounded once before the sum).
+  DataParallel(GPT& model, Communicator& comm, int zero_stage, DType reduce_dtype = DType::F32);
 
   Communicator& comm() { return comm_; }
   int rank() const { return comm_.rank(); }
@@ -63,6 +69,10 @@ class DataParallel {
   void all_reduce_max(std::span<float> values);
   // Makes every rank's weights rank 0's.
   void broadcast_parameters();
+  // Bytes one rank sends per optimizer step in the bucket collectives, counted as ring algorithms (NCCL's,
+  // and MPI's for large buffers) move them: an all-reduce of n bytes sends 2(W-1)/W n, a reduce-scatter
+  // or an all-gather (W-1)/W n each. 0 on one rank.
+  double bytes_sent_per_step() const;
   // Bytes of the bucket, shard and scalar buffers.
   size_t buffer_bytes() const { return arena_ ? arena_->layout().total_bytes() : 0; }
 

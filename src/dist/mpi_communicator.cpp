@@ -79,7 +79,9 @@ int launcher_world_size() {
 MpiRuntime::MpiRuntime() {
   GPT_CHECK(!runtime_active, "MPI is already initialised in this process");
   int provided = 0;
-  MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  // MPI_THREAD_MULTIPLE where the library has it: the emulated NCCL of the CUDA emulator build calls MPI
+  // from a stream's worker thread (cuda/emu/nccl.h). gpt-train's own MPI calls need only FUNNELED.
+  MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
   runtime_active = true;
   GPT_CHECK(provided >= MPI_THREAD_FUNNELED, "the MPI library provides thread level {}, gpt-train needs MPI_THREAD_FUNNELED",
             provided);

@@ -5,8 +5,9 @@
 // Non-blocking collectives (MPI_Iallreduce, ...) give the asynchronous forms. MPI moves them forward only
 // inside MPI calls, so waiting is a loop of MPI_Test against a deadline (Communicator::timeout_s()): a
 // collective that a dead or stuck rank never joins ends in an error naming this rank and the operation
-// instead of a silent hang. MPI is initialised with MPI_THREAD_FUNNELED: only the main thread calls
-// MPI; the OpenMP threads compute.
+// instead of a silent hang. Only the main thread calls this communicator (MPI_THREAD_FUNNELED would do;
+// MpiRuntime asks for MPI_THREAD_MULTIPLE, which the CUDA emulator's NCCL needs); the OpenMP threads
+// compute.
 #pragma once
 
 #include "dist/communicator.h"

@@ -101,7 +101,18 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
 RecomputePolicy Trainer::plan() {
   resolve_accumulation(config_.train, comm_->world_size());
   const TrainConfig& t = config_.train;
-  backend_ = make_backend(parse_backend_kind(t.backend), {threads_per_rank(t.threads, comm_->local_size()), config_.precision.tf32, parse_attention_kind(t.attention)});
+  const bool distributed = comm_->world_size() > 1;
+  backend_ = make_backend(parse_backend_kind(t.backend), {threads_per_rank(t.threads, comm_->local_size()),
+                                                          config_.precision.tf32, parse_attention_kind(t.attention),
+                                                          distributed ? comm_->local_rank() : -1});
+  // A backend whose buffers the job's host communicator cannot reach brings its own (NCCL for CUDA),
+  // bootstrapped over the host one; from here on every collective of the run goes through it.
+  if (distributed) {
+    if ((device_comm_ = backend_->make_communicator(*comm_))) {
+      device_comm_->set_timeout(config_.dist.timeout_s);
+      comm_ = device_comm_.get();
+    }
+  }
   contention_ = std::make_unique<ContentionMonitor>(omp_get_max_threads());
   backend_planned_ = backend_->capabilities();
   const BackendCapabilities& backend = backend_planned_;
@@ -131,7 +142,8 @@ void Trainer::build(const RecomputePolicy& policy) {
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy, recipe_,
                                  LoraSpec::from_config(config_.finetune));
   if (recipe_.uses_loss_scaling()) scaler_.emplace(recipe_.loss_scale);
-  dp_ = std::make_unique<DataParallel>(*model_, *comm_, config_.dist.zero);
+  dp_ = std::make_unique<DataParallel>(*model_, *comm_, config_.dist.zero,
+                                       config_.dist.reduce_dtype == "bf16" ? DType::BF16 : DType::F32);
   if (world > 1) {
     // Where every rank runs, gathered to rank 0 for the log: local rank, ranks on its node, threads.
     std::vector<double> where(3 * static_cast<size_t>(world), 0.0);
@@ -141,8 +153,10 @@ void Trainer::build(const RecomputePolicy& policy) {
     dp_->all_reduce(where);
     int nodes = 0;
     for (int r = 0; r < world; ++r) nodes += where[3 * r] == 0;
-    spdlog::info("data parallel over {}: {} ranks on {} node(s), ZeRO stage {}", comm_->name(), world, nodes,
-                 dp_->zero_stage());
+    spdlog::info("data parallel over {}: {} ranks on {} node(s), ZeRO stage {}; gradients summed in {}, each rank "
+                 "sends {:.1f} MiB a step (ring collectives)",
+                 comm_->name(), world, nodes, dp_->zero_stage(), dtype_name(dp_->bucket(0).dtype),
+                 dp_->bytes_sent_per_step() / (1 << 20));
     for (int r = 0; r < world; ++r)
       spdlog::info("  rank {}: local rank {} of {}, {} threads", r, where[3 * r], where[3 * r + 1], where[3 * r + 2]);
   }

@@ -24,6 +24,10 @@ TEST(DistConfig, InvalidValuesAreNamed) {
   EXPECT_NE(load_error({"dist.zero=2"}).find("dist.zero: stage 2 is not implemented; use 0"), std::string::npos)
       << load_error({"dist.zero=2"});
   EXPECT_NE(load_error({"dist.timeout_s=0"}).find("dist.timeout_s"), std::string::npos);
+  EXPECT_EQ(load_error({"dist.reduce_dtype=bf16"}), "");
+  EXPECT_NE(load_error({"dist.reduce_dtype=fp16"}).find("dist.reduce_dtype"), std::string::npos);
+  const std::string zero_bf16 = load_error({"dist.reduce_dtype=bf16", "dist.zero=1"});
+  EXPECT_NE(zero_bf16.find("dist.reduce_dtype: bf16 with dist.zero 1 is not supported"), std::string::npos) << zero_bf16;
   EXPECT_EQ(load_error({"train.global_batch_tokens=192"}), "");
   const std::string odd = load_error({"train.global_batch_tokens=100"});
   EXPECT_NE(odd.find("train.global_batch_tokens: 100 is not a multiple of train.batch_size x train.seq_len = 4 x 16 = 64"),

@@ -163,5 +163,22 @@ TEST(DataParallel, OneReductionPerBucketPerStep) {
   }
 }
 
+// MPI cannot sum bf16: dist.reduce_dtype bf16 on the CPU backend stops at start, on every rank alike,
+// saying what would work.
+TEST(DataParallel, Bf16ReductionOverMpiIsRefusedAtStart) {
+  SharedDir dir;
+  Config c = dist_run(dir, 2, 1);
+  c.dist.reduce_dtype = "bf16";
+  try {
+    Trainer trainer(c, config_to_yaml(c), &world());
+    ADD_FAILURE() << "a bf16 reduction over MPI was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dist.reduce_dtype bf16: the mpi communicator does not sum bf16 values; use "
+                                         "fp32 (bf16 sums need NCCL: train.backend cuda)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace gpt::test
