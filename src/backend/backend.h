@@ -21,6 +21,8 @@ namespace gpt {
   X(bias_backward, BiasBackwardArgs, BiasBackward, Other) \
   X(layernorm_forward, LayerNormForwardArgs, LayerNormForward, LayerNorm) \
   X(layernorm_backward, LayerNormBackwardArgs, LayerNormBackward, LayerNorm) \
+  X(residual_layernorm_forward, ResidualLayerNormForwardArgs, ResidualLayerNormForward, LayerNorm) \
+  X(layernorm_residual_backward, LayerNormResidualBackwardArgs, LayerNormResidualBackward, LayerNorm) \
   X(attention_forward, AttentionForwardArgs, AttentionForward, Attention) \
   X(attention_backward, AttentionBackwardArgs, AttentionBackward, Attention) \
   X(softmax_forward, SoftmaxForwardArgs, SoftmaxForward, Softmax) \
