@@ -117,7 +117,8 @@ class GPT {
   // An activation buffer outside the blocks, seen with `dims`.
   Tensor act(ModelTensor t, std::initializer_list<int64_t> dims);
   Tensor view(int buffer, std::initializer_list<int64_t> dims, TensorFormat format);
-  void block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter);
+  void block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter, bool ln1_ready,
+                     bool norm_next);
   void block_backward(int l, int B, int T, const StepContext& ctx);
   void linear(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, double& flop_counter);
   // din = dout W, dW += dout^T in, db += sums of dout. In an FP8 block with backward e5m2 both products read
