@@ -85,6 +85,7 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
 GPT::~GPT() = default;
 
 void GPT::init_weights(uint64_t seed) {
+  compute_stale_ = true;
   const auto& specs = layout_.specs();
   const double residual_std = config_.init_std / std::sqrt(2.0 * config_.n_layer);
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -118,6 +119,7 @@ std::vector<float> GPT::parameters_to_host() {
 void GPT::parameters_from_host(std::span<const float> flat) {
   GPT_CHECK(flat.size() == static_cast<size_t>(num_parameters()), "expected {} parameters, got {}", num_parameters(),
             flat.size());
+  compute_stale_ = true;
   size_t offset = 0;
   for (size_t i = 0; i < layout_.specs().size(); ++i) {
     Tensor t = params_arena_.tensor(i);
@@ -302,7 +304,14 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
             targets.size());
   GPT_CHECK(dloss == 0.0f || !targets.empty(), "a training forward needs targets");
   const int64_t C = config_.n_embd, Vp = config_.padded_vocab_size();
-  if (compute_arena_) refresh_compute_weights();
+  // The compute copy is cast again only when the masters may have changed (compute_stale_), and under
+  // fp8 at each step's first training forward, whose casts are part of the step's scaling record (their
+  // amaxes and counts; delayed scales change between steps even when a skipped step left the masters).
+  // The other micro-batches of a step multiply the copy the first one made.
+  if (compute_arena_ && (compute_stale_ || (fp8_ && ctx.training && ctx.micro_step == 0))) {
+    refresh_compute_weights();
+    compute_stale_ = false;
+  }
   const ModelParameters& p = compute_;
 
   Tensor tok = act(ModelTensor::Tokens, {B, T});

@@ -53,7 +53,12 @@ class GPT {
   int max_seq_len() const { return max_seq_; }
   int64_t num_parameters() const { return layout_.num_parameters(); }
   const ParameterLayout& parameter_layout() const { return layout_; }
-  Arena& parameter_arena() { return params_arena_; }
+  // Writable: whatever writes the masters through it (the optimizer, a broadcast) makes the compute copy
+  // of the weights stale, so the next forward casts it again.
+  Arena& parameter_arena() {
+    compute_stale_ = true;
+    return params_arena_;
+  }
   Arena& gradient_arena() { return grads_arena_; }
   Arena& activation_arena() { return acts_arena_; }
   // The compute copy of the weights; null in fp32.
@@ -66,9 +71,9 @@ class GPT {
 
   // Mixed precision (precision.recipe): every tensor is stored in the format the precision layout gives it
   // (precision/precision_layout.h) and each op stores its output in its output's format, so the model has
-  // one code path for every recipe. With a compute dtype other than the masters', every forward first
-  // casts the FP32 masters into a compute copy (BF16/F16; E4M3 with its scale for an FP8 block's linear
-  // weights). fp8: an FP8 block's linear inputs are stored as E4M3 by the op that produces them (after a
+  // one code path for every recipe. With a compute dtype other than the masters', the FP32 masters are
+  // cast into a compute copy (BF16/F16; E4M3 with its scale for an FP8 block's linear weights) by the
+  // first forward after they may have changed, not by every micro-batch. fp8: an FP8 block's linear inputs are stored as E4M3 by the op that produces them (after a
   // BF16 attention output; under current scaling after an FP32 source whose amax sets the scale), and with
   // backward e5m2 each output gradient is cast to E5M2 for both backward products (the bias gradient
   // reads the BF16 gradient). Parameter gradients accumulate in precision.grad_dtype.
@@ -150,6 +155,7 @@ class GPT {
   ModelParameters masters_, grad_blocks_;  // params_ and grads_ per block
   std::unique_ptr<Arena> compute_arena_;  // the compute copy of the weights; null in fp32
   ModelParameters compute_;               // the compute copy, or the masters per block
+  bool compute_stale_ = true;             // the masters may differ from what compute_ was cast from
   std::unique_ptr<Fp8State> fp8_;
   FlopCounts flops_;
   int last_B_ = 0, last_T_ = 0;
