@@ -116,6 +116,38 @@ TEST(CudaModel, EveryRecipeMatchesTheCpu) {
   }
 }
 
+// A token id past wte's rows or a target outside [0, V) (other than -1) is found by the kernels on the
+// device and reported by the next copy to the host, naming the first position and the value; the
+// record is cleared, so the next good micro-batch trains.
+TEST(CudaModel, BadTokensAndTargetsAreReportedAfterTheForward) {
+  SKIP_WITHOUT_CUDA();
+  const ModelConfig m = tiny_model(23, 3, 32, 2, 16);
+  const int B = 2, T = 16;
+  GPT model(m, B, T, *cuda_backend(), DType::F32, policy("none"), PrecisionRecipe{});
+  model.init_weights(3);
+  const std::vector<int32_t> tokens = random_tokens(B * T, m.vocab_size, 1), targets = random_tokens(B * T, m.vocab_size, 2);
+  const StepContext ctx{};
+  auto loss_error = [&](const std::vector<int32_t>& tok, const std::vector<int32_t>& tgt) -> std::string {
+    model.forward(tok, tgt, B, T, ctx);
+    try {
+      model.loss_sum();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::vector<int32_t> bad_tokens = tokens;
+  bad_tokens[25] = -3;
+  bad_tokens[21] = 1000;
+  EXPECT_NE(loss_error(bad_tokens, targets).find("token id 1000 at position 21 of the micro-batch"), std::string::npos);
+  std::vector<int32_t> bad_targets = targets;
+  bad_targets[9] = -2;
+  bad_targets[7] = m.vocab_size;
+  EXPECT_NE(loss_error(tokens, bad_targets).find("target 23 at position 7 of the micro-batch"), std::string::npos);
+  EXPECT_EQ(loss_error(tokens, targets), "");
+  EXPECT_TRUE(std::isfinite(model.loss_sum()));
+}
+
 TEST(CudaModel, EveryRecomputeModeIsBitwiseEqualToNone) {
   SKIP_WITHOUT_CUDA();
   const std::vector<RecomputePolicy> policies = {policy("selective", {"attention", "gelu", "layernorm"}),
