@@ -174,6 +174,7 @@ void GPT::refresh_compute_weights() {
           &BlockParameters::fcw, &BlockParameters::fcb, &BlockParameters::fcprojw, &BlockParameters::fcprojb})
       cast(dst.*member, src.*member);
   }
+  compute_stale_ = false;
 }
 
 DropoutSpec GPT::dropout(const StepContext& ctx, uint32_t layer, RngSite site) const {
@@ -308,10 +309,7 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
   // fp8 at each step's first training forward, whose casts are part of the step's scaling record (their
   // amaxes and counts; delayed scales change between steps even when a skipped step left the masters).
   // The other micro-batches of a step multiply the copy the first one made.
-  if (compute_arena_ && (compute_stale_ || (fp8_ && ctx.training && ctx.micro_step == 0))) {
-    refresh_compute_weights();
-    compute_stale_ = false;
-  }
+  if (compute_arena_ && (compute_stale_ || (fp8_ && ctx.training && ctx.micro_step == 0))) refresh_compute_weights();
   const ModelParameters& p = compute_;
 
   Tensor tok = act(ModelTensor::Tokens, {B, T});
