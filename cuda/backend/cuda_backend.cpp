@@ -52,8 +52,12 @@ CudaBackend::CudaBackend(int device_index, bool allow_tf32, AttentionKind attent
   gemm_ = std::make_unique<Gemm>(info_.compute_capability);
   gemm_->set_allow_tf32(allow_tf32);
   ctx_.gemm = gemm_.get();
-  CUDA_CHECK(cudaMalloc(&ctx_.scratch, kScratchBytes));
+  // One allocation: the ops' scratch, then the bad-input record.
+  CUDA_CHECK(cudaMalloc(&ctx_.scratch, kScratchBytes + sizeof(InputErrors)));
   ctx_.scratch_bytes = kScratchBytes;
+  ctx_.input_errors = reinterpret_cast<InputErrors*>(static_cast<char*>(ctx_.scratch) + kScratchBytes);
+  const InputErrors none;
+  CUDA_CHECK(cudaMemcpy(ctx_.input_errors, &none, sizeof none, cudaMemcpyHostToDevice));
   ctx_.sm_count = info_.sm_count;
   ctx_.compute_capability = info_.compute_capability;
   sync_each_op_ = env_flag("GPT_CUDA_SYNC");
@@ -76,7 +80,9 @@ BackendCapabilities CudaBackend::capabilities() const {
   return caps;
 }
 
-size_t CudaBackend::reserved_bytes() const { return ctx_.scratch_bytes + gemm_->device_bytes(); }
+size_t CudaBackend::reserved_bytes() const {
+  return ctx_.scratch_bytes + sizeof(InputErrors) + gemm_->device_bytes();
+}
 
 void* CudaBackend::allocate(size_t bytes) {
   void* p = nullptr;
@@ -96,7 +102,8 @@ void* CudaBackend::allocate(size_t bytes) {
 
 void CudaBackend::deallocate(void* ptr) {
   if (!ptr) return;
-  synchronize();
+  // Not synchronize(): an arena's destructor lands here, and a bad-input report must not throw from it.
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   if (auto it = sizes_.find(ptr); it != sizes_.end()) {
     allocated_bytes_ -= it->second;
     sizes_.erase(it);
@@ -112,10 +119,36 @@ void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) 
 
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx_.stream));
-  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  synchronize();
 }
 
-void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
+void CudaBackend::synchronize() {
+  // The bad-input record rides along with the wait the caller asked for: one 32-byte copy, no sync of its own.
+  CUDA_CHECK(cudaMemcpyAsync(&seen_errors_, ctx_.input_errors, sizeof seen_errors_, cudaMemcpyDeviceToHost, ctx_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  report_input_errors();
+}
+
+void CudaBackend::report_input_errors() {
+  const InputErrors found = seen_errors_;
+  if (found.first_token == ~0ull && found.first_target == ~0ull) return;
+  // Cleared first, so a caller that catches the error can go on with good inputs.
+  const InputErrors none;
+  seen_errors_ = none;
+  CUDA_CHECK(cudaMemcpy(ctx_.input_errors, &none, sizeof none, cudaMemcpyHostToDevice));
+  auto position = [](unsigned long long word) { return static_cast<int64_t>(word >> 32); };
+  auto value = [](unsigned long long word) { return static_cast<int32_t>(static_cast<uint32_t>(word & 0xFFFFFFFFu)); };
+  if (found.first_token != ~0ull) {
+    GPT_FAIL("embedding_forward on the cuda backend: token id {} at position {} of the micro-batch (b * T + t) is "
+             "outside the embedding's rows [0, {}); the row was NaN. Check that the data were tokenized for this "
+             "model (data.tokenizer, model.vocab_size)",
+             value(found.first_token), position(found.first_token), found.token_bound);
+  }
+  GPT_FAIL("cross_entropy on the cuda backend: target {} at position {} of the micro-batch (b * T + t) is outside "
+           "[0, {}) and is not the ignore index -1; its loss was NaN. Check the data's targets and mask against "
+           "model.vocab_size",
+           value(found.first_target), position(found.first_target), found.target_bound);
+}
 
 void CudaBackend::after_op(const char* op) {
   if (!sync_each_op_) return;
@@ -123,6 +156,7 @@ void CudaBackend::after_op(const char* op) {
   if (status != cudaSuccess) {
     GPT_FAIL("CUDA error in op {} (GPT_CUDA_SYNC=1 synchronises after every op): {}", op, cudaGetErrorString(status));
   }
+  synchronize();  // and a bad token or target is reported by the op that met it
 }
 
 void CudaBackend::matmul(const MatmulArgs& args) {
@@ -140,6 +174,8 @@ GPT_CUDA_KERNEL_OP(copy, CopyArgs, Copy, Other)
 GPT_CUDA_KERNEL_OP(bias_backward, BiasBackwardArgs, BiasBackward, Other)
 GPT_CUDA_KERNEL_OP(layernorm_forward, LayerNormForwardArgs, LayerNormForward, LayerNorm)
 GPT_CUDA_KERNEL_OP(layernorm_backward, LayerNormBackwardArgs, LayerNormBackward, LayerNorm)
+GPT_CUDA_KERNEL_OP(residual_layernorm_forward, ResidualLayerNormForwardArgs, ResidualLayerNormForward, LayerNorm)
+GPT_CUDA_KERNEL_OP(layernorm_residual_backward, LayerNormResidualBackwardArgs, LayerNormResidualBackward, LayerNorm)
 GPT_CUDA_KERNEL_OP(attention_forward, AttentionForwardArgs, AttentionForward, Attention)
 GPT_CUDA_KERNEL_OP(attention_backward, AttentionBackwardArgs, AttentionBackward, Attention)
 GPT_CUDA_KERNEL_OP(softmax_forward, SoftmaxForwardArgs, SoftmaxForward, Softmax)

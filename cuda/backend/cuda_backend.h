@@ -50,17 +50,21 @@ class CudaBackend final : public Backend {
 
   // Device bytes this backend holds through allocate(), the arenas' memory.
   size_t allocated_bytes() const { return allocated_bytes_; }
-  // Device bytes reserved at construction (cuBLASLt workspace, scratch).
+  // Device bytes reserved at construction (cuBLASLt workspace, scratch, the bad-input record).
   size_t reserved_bytes() const;
 
  private:
   void after_op(const char* op);
+  // Throws, naming the first bad token id or target the kernels recorded since the last check
+  // (seen_errors_, read at the last synchronisation), and clears the record.
+  void report_input_errors();
 
   DeviceInfo info_;
   DeviceContext ctx_;
   std::unique_ptr<Gemm> gemm_;
   bool sync_each_op_ = false;
   AttentionKind attention_ = AttentionKind::Fused;
+  InputErrors seen_errors_;
   size_t allocated_bytes_ = 0;
   std::unordered_map<void*, size_t> sizes_;  // allocate()'s blocks and their sizes
 };

@@ -11,6 +11,18 @@ namespace gpt::cuda {
 
 class Gemm;  // gemm/matmul.h
 
+// The first bad token id and the first bad target the kernels met, recorded on the device so that no op
+// waits for the host: each word is (position << 32) | the value's 32 bits, all ones when none; atomicMin
+// keeps the lowest position. The bounds are the ones broken (wte's rows, the vocabulary). The backend
+// reads the record with its next copy to the host, which waits for the stream anyway
+// (common/input_errors.cuh records, cuda_backend.cpp reports).
+struct InputErrors {
+  unsigned long long first_token = ~0ull;
+  unsigned long long first_target = ~0ull;
+  unsigned long long token_bound = 0;
+  unsigned long long target_bound = 0;
+};
+
 struct DeviceContext {
   cudaStream_t stream = nullptr;
   Gemm* gemm = nullptr;
@@ -20,6 +32,7 @@ struct DeviceContext {
   size_t scratch_bytes = 0;
   int sm_count = 0;
   int compute_capability = 0;  // major * 10 + minor: 90 on Hopper
+  InputErrors* input_errors = nullptr;  // null: bad inputs are not recorded (the kernel tests' contexts)
 };
 
 }  // namespace gpt::cuda

@@ -182,6 +182,24 @@ __device__ __forceinline__ void store_values(const TensorRef& t, int64_t i, int 
   }
 }
 
+// The walk of an element-wise kernel over n elements: body(i, count) for each pack this thread takes,
+// grid-stride (i a multiple of kPack, count = min(kPack, n - i)), so a kernel states only what it does
+// to a pack.
+template <class Body>
+__device__ __forceinline__ void for_each_pack(int64_t n, Body&& body) {
+  for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * kPack; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x * kPack)
+    body(i, static_cast<int>(std::min<int64_t>(kPack, n - i)));
+}
+
+// Host: the formats the element-wise kernels read and write (F64 is the CPU's gradient-check format).
+inline void check_elementwise_format(const Tensor& t, const char* op, const char* name) {
+  GPT_CHECK(t.dtype == DType::F32 || is_narrow_float(t.dtype),
+            "{}: {} is {}; the CUDA backend computes in FP32 and takes f32, bf16, f16, e4m3 or e5m2 (f64 is the CPU's "
+            "gradient-check format)",
+            op, name, dtype_name(t.dtype));
+}
+
 // The tally argument of store()/store_values() for an output: its own when it is FP8 with scaling state.
 __device__ __forceinline__ Fp8Tally* tally_of(const TensorRef& t, Fp8Tally& tally) {
   return is_fp8(t.dtype) && t.scaling ? &tally : nullptr;

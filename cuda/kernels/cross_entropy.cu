@@ -3,8 +3,9 @@
 //   m = max_{j<V} logits[j],  s = sum_{j<V} exp(logits[j] - m),  loss = log s + m - logits[y]
 //   dlogits[j] = (exp(logits[j] - m) / s - [j == y]) * dloss for j < V, 0 for padding columns.
 // Rows with y == -1 get loss 0 and a zero dlogits row. A target outside [0, V) other than -1 cannot be
-// refused from the host (the targets live on the device), so its row gets a NaN loss and NaN dlogits,
-// which the step's loss then shows.
+// refused from the host without waiting for the device, so its row gets a NaN loss and NaN dlogits and
+// the kernel records the first such row in ctx.input_errors, which the backend reports at its next copy
+// to the host (the step's loss).
 //
 // One block per row, whole warps up to 256 threads, each thread walking 8-element chunks of the row
 // (row_chunks.cuh: 128-bit accesses where the row allows, logits and dlogits each in its own format).
@@ -17,6 +18,7 @@
 #include "kernels/cross_entropy.h"
 
 #include "common/cuda_check.h"
+#include "common/input_errors.cuh"
 #include "common/launch.cuh"
 #include "common/row_chunks.cuh"
 
@@ -50,6 +52,7 @@ struct Params {
   int64_t vocab;
   float dloss;
   bool vector;
+  InputErrors* errors;
 };
 
 __global__ void __launch_bounds__(kMaxThreads) cross_entropy_kernel(Params p) {
@@ -75,6 +78,8 @@ __global__ void __launch_bounds__(kMaxThreads) cross_entropy_kernel(Params p) {
     return;
   }
   const bool valid = y >= 0 && y < p.vocab;
+  if (!valid && p.errors && threadIdx.x == 0)
+    record_bad_input(&p.errors->first_target, &p.errors->target_bound, row, y, p.vocab);
   const float scale_inv = read_scale_inv(p.logits);
   const float x_y = valid ? load(p.logits, base + y, scale_inv) : NAN;
 
@@ -148,7 +153,8 @@ void cross_entropy(const CrossEntropyArgs& args, const DeviceContext& ctx) {
                  padded_vocab,
                  args.vocab_size,
                  args.dloss,
-                 chunk_aligned(logits, padded_vocab) && chunk_aligned(args.dlogits, padded_vocab)};
+                 chunk_aligned(logits, padded_vocab) && chunk_aligned(args.dlogits, padded_vocab),
+                 ctx.input_errors};
   launch<cross_entropy_kernel>(dim3(static_cast<unsigned>(rows)), dim3(row_block_threads(args.vocab_size, kMaxThreads)), 0,
                                ctx.stream, p);
 }

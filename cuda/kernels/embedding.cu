@@ -25,6 +25,7 @@
 
 #include "common/cuda_check.h"
 #include "common/dropout_chunk.cuh"
+#include "common/input_errors.cuh"
 #include "common/launch.cuh"
 #include "common/row_chunks.cuh"
 
@@ -53,7 +54,7 @@ __device__ __forceinline__ float add_kept(float acc, float dy, const DropoutRule
 
 __global__ void __launch_bounds__(kThreads) embedding_forward_kernel(TensorRef out, const int32_t* tokens, TensorRef wte,
                                                                      TensorRef wpe, Shape s, DropoutRule dropout,
-                                                                     bool vector) {
+                                                                     bool vector, InputErrors* errors) {
   const int64_t chunks_per_row = (s.c + kChunk - 1) / kChunk;
   const int64_t total = s.b * s.t * chunks_per_row;
   const float wte_scale_inv = read_scale_inv(wte), wpe_scale_inv = read_scale_inv(wpe);
@@ -69,6 +70,7 @@ __global__ void __launch_bounds__(kThreads) embedding_forward_kernel(TensorRef o
     const int n = chunk_elements(s.c, j);
     const int32_t tok = tokens[row];
     if (!valid_token(tok, s.vocab)) {
+      if (errors && j == 0) record_bad_input(&errors->first_token, &errors->token_bound, row, tok, s.vocab);
       for (int k = 0; k < kChunk; ++k) te[k] = NAN;
       store_chunk(out, row * s.c + col, n, vector, te, out_scale, tally_ptr);
       continue;
@@ -237,7 +239,7 @@ void embedding_forward(const EmbeddingForwardArgs& args, const DeviceContext& ct
   const int64_t chunks = s.b * s.t * ((s.c + kChunk - 1) / kChunk);
   launch<embedding_forward_kernel>(dim3(grid_for(chunks, kThreads)), dim3(kThreads), 0, ctx.stream, tensor_ref(args.out),
                                    args.tokens.as<int32_t>(), tensor_ref(args.wte), tensor_ref(args.wpe), s, dropout,
-                                   vector);
+                                   vector, ctx.input_errors);
 }
 
 void embedding_backward(const EmbeddingBackwardArgs& args, const DeviceContext& ctx) {

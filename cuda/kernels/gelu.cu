@@ -43,14 +43,12 @@ __global__ void __launch_bounds__(kThreads) gelu_forward_kernel(TensorRef out, T
   const float in_scale_inv = read_scale_inv(in), out_scale = write_scale(out);
   Fp8Tally tally;
   Fp8Tally* out_tally = tally_of(out, tally);
-  for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * kPack; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x * kPack) {
-    const int count = static_cast<int>(std::min<int64_t>(kPack, n - i));
+  for_each_pack(n, [&](int64_t i, int count) {
     float v[kPack];
     load_values(in, i, count, vector, v, in_scale_inv);
     for (int k = 0; k < kPack; ++k) v[k] = gelu(v[k]);
     store_values(out, i, count, vector, v, out_scale, true, out_tally);
-  }
+  });
   flush_fp8_tally(out_tally ? out.scaling : nullptr, tally);
 }
 
@@ -59,23 +57,14 @@ __global__ void __launch_bounds__(kThreads)
   const float dout_scale_inv = read_scale_inv(dout), in_scale_inv = read_scale_inv(in), din_scale = write_scale(din);
   Fp8Tally tally;
   Fp8Tally* din_tally = tally_of(din, tally);
-  for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * kPack; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x * kPack) {
-    const int count = static_cast<int>(std::min<int64_t>(kPack, n - i));
+  for_each_pack(n, [&](int64_t i, int count) {
     float g[kPack], x[kPack];
     load_values(dout, i, count, vector, g, dout_scale_inv);
     load_values(in, i, count, vector, x, in_scale_inv);
     for (int k = 0; k < kPack; ++k) g[k] = gelu_grad(x[k]) * g[k];
     store_values(din, i, count, vector, g, din_scale, true, din_tally);
-  }
+  });
   flush_fp8_tally(din_tally ? din.scaling : nullptr, tally);
-}
-
-void check_format(const Tensor& t, const char* op, const char* name) {
-  GPT_CHECK(t.dtype == DType::F32 || is_narrow_float(t.dtype),
-            "{}: {} is {}; the CUDA backend computes in FP32 and takes f32, bf16, f16, e4m3 or e5m2 (f64 is the CPU's "
-            "gradient-check format)",
-            op, name, dtype_name(t.dtype));
 }
 
 }  // namespace
@@ -84,8 +73,8 @@ void gelu_forward(const GeluForwardArgs& args, const DeviceContext& ctx) {
   GPT_CHECK(!args.out.empty() && !args.in.empty(), "gelu_forward: out and in must be given");
   GPT_CHECK(args.out.numel() == args.in.numel(), "gelu_forward: out {} should match in {}", args.out.shape_string(),
             args.in.shape_string());
-  check_format(args.out, "gelu_forward", "out");
-  check_format(args.in, "gelu_forward", "in");
+  check_elementwise_format(args.out, "gelu_forward", "out");
+  check_elementwise_format(args.in, "gelu_forward", "in");
   const int64_t n = args.in.numel();
   if (n == 0) return;
   const bool vector = pack_aligned(args.out) && pack_aligned(args.in);
@@ -98,9 +87,9 @@ void gelu_backward(const GeluBackwardArgs& args, const DeviceContext& ctx) {
   GPT_CHECK(args.din.numel() == args.in.numel() && args.dout.numel() == args.in.numel(),
             "gelu_backward: din {} and dout {} should match in {}", args.din.shape_string(), args.dout.shape_string(),
             args.in.shape_string());
-  check_format(args.din, "gelu_backward", "din");
-  check_format(args.dout, "gelu_backward", "dout");
-  check_format(args.in, "gelu_backward", "in");
+  check_elementwise_format(args.din, "gelu_backward", "din");
+  check_elementwise_format(args.dout, "gelu_backward", "dout");
+  check_elementwise_format(args.in, "gelu_backward", "in");
   const int64_t n = args.in.numel();
   if (n == 0) return;
   const bool vector = pack_aligned(args.din) && pack_aligned(args.dout) && pack_aligned(args.in);

@@ -15,19 +15,29 @@
 // each column in block order and accumulates them into dweight and dbias. No atomics: the result depends
 // only on N, C and G (fixed by the shape and the device's SM count), so it is bitwise reproducible.
 //
-// Fusion: nothing beyond the above. The model (src/model/gpt.cpp, block_forward) runs residual_forward
-// right before layernorm_forward twice per block (Residual2 = in + dropout(attn) -> ln2; Out =
-// Residual2 + dropout(mlp) -> the next block's ln1, and the last block's Out -> lnf), so a fused
-// residual+layernorm kernel, as llm.c's fused_residual_forward, would save one read of the residual
-// stream there; the op interface has no such op yet.
+// Fused with the residual stream (op_args.h's ResidualLayerNormForwardArgs, LayerNormResidualBackwardArgs;
+// the model runs them at every LayerNorm but the first block's ln1):
+//   - forward: the first pass computes in = residual + dropout(x) (residual.cu's arithmetic, its Philox
+//     mask by flat element), stores it, and sums it as stored (read back by the thread that wrote it, so
+//     the statistics are those of the rounded sum that backward will read); the other passes are the plain
+//     kernel's. One launch instead of two and one read of the sum fewer; the bits are those of
+//     residual_forward followed by layernorm_forward.
+//   - backward: right after a chunk of din is stored, the same thread reads it back and writes the
+//     branch's gradient dx = keep * din / (1-p) (residual.cu's backward) in dx's format: no separate pass
+//     over din. Without dropout into an FP8 dx of din's own scaling, where residual_backward is a byte
+//     copy that a decode and encode would not repeat exactly, the two ops run apart.
 #include "kernels/layernorm.h"
 
+#include "backend/fused_args.h"
 #include "common/block_reduce.cuh"
+#include "common/dropout_chunk.cuh"
 #include "common/cuda_check.h"
 #include "common/launch.cuh"
 #include "common/row_chunks.cuh"
+#include "kernels/residual.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <utility>
 
 namespace gpt::cuda {
@@ -44,23 +54,19 @@ struct ForwardParams {
   bool vector;
 };
 
-__global__ void __launch_bounds__(kForwardThreads) layernorm_forward_kernel(ForwardParams p) {
-  const int lane = threadIdx.x % warpSize;
-  const int warps = blockDim.x / warpSize;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / warpSize;
-  if (row >= p.rows) return;  // a whole warp leaves together, so the warp sums below stay complete
+// The sum of a row as LayerNorm reads it: in = residual + dropout(x) when the residual add is fused.
+struct ResidualParams {
+  TensorRef residual, x;
+  DropoutRule dropout;
+};
+
+// Passes two and three of the forward over one row, and its statistics, given the row's sum.
+__device__ __forceinline__ void normalise_row(const ForwardParams& p, int64_t row, int lane, float sum) {
   const int chunks = (p.c + kChunk - 1) / kChunk;
   const int64_t base = row * p.c;
   const float in_scale_inv = read_scale_inv(p.in);
   const float w_scale_inv = read_scale_inv(p.weight), b_scale_inv = read_scale_inv(p.bias);
   float v[kChunk];
-
-  float sum = 0.0f;
-  for (int j = lane; j < chunks; j += warpSize) {
-    const int n = min(kChunk, p.c - j * kChunk);
-    load_chunk(p.in, base + j * kChunk, n, p.vector, v, in_scale_inv);
-    for (int k = 0; k < kChunk; ++k) sum += v[k];
-  }
   const float mean = warp_sum(sum) / p.c;
 
   float sq = 0.0f;
@@ -93,14 +99,68 @@ __global__ void __launch_bounds__(kForwardThreads) layernorm_forward_kernel(Forw
   }
 }
 
+__global__ void __launch_bounds__(kForwardThreads) layernorm_forward_kernel(ForwardParams p) {
+  const int lane = threadIdx.x % warpSize;
+  const int warps = blockDim.x / warpSize;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / warpSize;
+  if (row >= p.rows) return;  // a whole warp leaves together, so the warp sums below stay complete
+  const int chunks = (p.c + kChunk - 1) / kChunk;
+  const int64_t base = row * p.c;
+  const float in_scale_inv = read_scale_inv(p.in);
+  float v[kChunk];
+  float sum = 0.0f;
+  for (int j = lane; j < chunks; j += warpSize) {
+    const int n = min(kChunk, p.c - j * kChunk);
+    load_chunk(p.in, base + j * kChunk, n, p.vector, v, in_scale_inv);
+    for (int k = 0; k < kChunk; ++k) sum += v[k];
+  }
+  normalise_row(p, row, lane, sum);
+}
+
+__global__ void __launch_bounds__(kForwardThreads) residual_layernorm_forward_kernel(ForwardParams p, ResidualParams r) {
+  const int lane = threadIdx.x % warpSize;
+  const int warps = blockDim.x / warpSize;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / warpSize;
+  if (row >= p.rows) return;
+  const int chunks = (p.c + kChunk - 1) / kChunk;
+  const int64_t base = row * p.c;
+  const float r_scale_inv = read_scale_inv(r.residual), x_scale_inv = read_scale_inv(r.x);
+  const float in_scale_inv = read_scale_inv(p.in), in_scale = write_scale(p.in);
+  Fp8Tally in_tally;
+  Fp8Tally* in_t = p.in.scaling ? &in_tally : nullptr;
+  float a[kChunk], v[kChunk];
+  bool keep[kChunk];
+  float sum = 0.0f;
+  for (int j = lane; j < chunks; j += warpSize) {
+    const int n = min(kChunk, p.c - j * kChunk);
+    const int64_t i = base + j * kChunk;
+    load_chunk(r.residual, i, n, p.vector, a, r_scale_inv);
+    load_chunk(r.x, i, n, p.vector, v, x_scale_inv);
+    if (r.dropout.active) {
+      dropout_keep(r.dropout, static_cast<uint64_t>(i), keep);
+      for (int k = 0; k < kChunk; ++k) v[k] = static_cast<float>(a[k] + (keep[k] ? v[k] * r.dropout.scale : 0.0));
+    } else {
+      for (int k = 0; k < kChunk; ++k) v[k] = a[k] + v[k];
+    }
+    store_chunk(p.in, i, n, p.vector, v, in_scale, in_t);
+    load_chunk(p.in, i, n, p.vector, v, in_scale_inv);
+    for (int k = 0; k < kChunk; ++k) sum += v[k];
+  }
+  flush_fp8_tally(p.in.scaling, in_tally);
+  normalise_row(p, row, lane, sum);
+}
+
 struct BackwardParams {
   TensorRef din, dout, in, weight, mean, rstd;
   float* partials;  // [gridDim.x][2][c]: the block's dweight then dbias column sums
   int64_t rows;
   int c;
   bool vector;
+  TensorRef dx;  // with kResidual: the branch's gradient, keep * din / (1-p), written as din is
+  DropoutRule dropout;
 };
 
+template <bool kResidual>
 __global__ void __launch_bounds__(kBackwardThreads) layernorm_backward_kernel(BackwardParams p) {
   float* dw_sum = dynamic_shared_memory<float>();  // [c], then db_sum [c]
   float* db_sum = dw_sum + p.c;
@@ -112,9 +172,12 @@ __global__ void __launch_bounds__(kBackwardThreads) layernorm_backward_kernel(Ba
   const float dout_scale_inv = read_scale_inv(p.dout), in_scale_inv = read_scale_inv(p.in);
   const float w_scale_inv = read_scale_inv(p.weight), din_scale_inv = read_scale_inv(p.din);
   const float din_scale = write_scale(p.din);
-  Fp8Tally din_tally;
+  Fp8Tally din_tally, dx_tally;
   Fp8Tally* din_t = p.din.scaling ? &din_tally : nullptr;
+  Fp8Tally* dx_t = p.dx.scaling ? &dx_tally : nullptr;
+  const float dx_scale = kResidual ? write_scale(p.dx) : 1.0f;
   float dy[kChunk], x[kChunk], w[kChunk], dx[kChunk];
+  bool keep[kChunk];
 
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const int64_t base = row * p.c;
@@ -148,9 +211,19 @@ __global__ void __launch_bounds__(kBackwardThreads) layernorm_backward_kernel(Ba
         dx[k] += (w[k] * dy[k] - dn_mean - norm * dn_n_mean) * rstd;
       }
       store_chunk(p.din, base + j * kChunk, n, p.vector, dx, din_scale, din_t);
+      if constexpr (kResidual) {
+        // The branch's gradient is taken from din as stored, as residual_backward reads it.
+        load_chunk(p.din, base + j * kChunk, n, p.vector, dx, din_scale_inv);
+        if (p.dropout.active) {
+          dropout_keep(p.dropout, static_cast<uint64_t>(base + j * kChunk), keep);
+          for (int k = 0; k < kChunk; ++k) dx[k] = keep[k] ? static_cast<float>(dx[k] * p.dropout.scale) : 0.0f;
+        }
+        store_chunk(p.dx, base + j * kChunk, n, p.vector, dx, dx_scale, dx_t);
+      }
     }
   }
   flush_fp8_tally(p.din.scaling, din_tally);
+  if constexpr (kResidual) flush_fp8_tally(p.dx.scaling, dx_tally);
   float* out = p.partials + static_cast<int64_t>(blockIdx.x) * 2 * p.c;
   for (int j = threadIdx.x; j < chunks; j += blockDim.x) {
     for (int k = 0; k < kChunk && j * kChunk + k < p.c; ++k) {
@@ -194,48 +267,58 @@ std::pair<int64_t, int> layernorm_shape(const char* op, const Tensor& in, const 
   return {n, static_cast<int>(c)};
 }
 
-}  // namespace
-
-void layernorm_forward(const LayerNormForwardArgs& args, const DeviceContext& ctx) {
-  const auto [n, c] = layernorm_shape("layernorm_forward", args.in, args.weight, args.mean, args.rstd);
-  GPT_CHECK(!args.bias.empty() && args.bias.numel() == c, "layernorm_forward: bias {} should have {} elements",
+// Checks a forward's arguments and builds its parameters (vector: every tensor given in extra allows
+// whole chunks too).
+ForwardParams forward_params(const LayerNormForwardArgs& args, const char* op, std::initializer_list<const Tensor*> extra) {
+  const auto [n, c] = layernorm_shape(op, args.in, args.weight, args.mean, args.rstd);
+  GPT_CHECK(!args.bias.empty() && args.bias.numel() == c, "{}: bias {} should have {} elements", op,
             args.bias.shape_string(), c);
-  GPT_CHECK(!args.out.empty() && args.out.numel() == args.in.numel(), "layernorm_forward: out {} should match in {}",
+  GPT_CHECK(!args.out.empty() && args.out.numel() == args.in.numel(), "{}: out {} should match in {}", op,
             args.out.shape_string(), args.in.shape_string());
-  check_row_formats("layernorm_forward", {&args.out, &args.mean, &args.rstd, &args.in, &args.weight, &args.bias});
-  if (n == 0) return;
-  const bool vector = chunk_aligned(args.out, c) && chunk_aligned(args.in, c) && chunk_aligned(args.weight, c) &&
-                      chunk_aligned(args.bias, c);
-  const ForwardParams p{tensor_ref(args.out),    tensor_ref(args.mean), tensor_ref(args.rstd), tensor_ref(args.in),
-                        tensor_ref(args.weight), tensor_ref(args.bias), n,                     c,
-                        args.eps,                vector};
-  constexpr int kRowsPerBlock = kForwardThreads / 32;
-  const int64_t blocks = (n + kRowsPerBlock - 1) / kRowsPerBlock;
-  GPT_CHECK(blocks <= 0x7FFFFFFF, "layernorm_forward: {} rows are too many for one grid", n);
-  launch<layernorm_forward_kernel>(dim3(static_cast<unsigned>(blocks)), dim3(kForwardThreads), 0, ctx.stream, p);
+  check_row_formats(op, {&args.out, &args.mean, &args.rstd, &args.in, &args.weight, &args.bias});
+  check_row_formats(op, extra);
+  bool vector = chunk_aligned(args.out, c) && chunk_aligned(args.in, c) && chunk_aligned(args.weight, c) &&
+                chunk_aligned(args.bias, c);
+  for (const Tensor* t : extra) vector = vector && chunk_aligned(*t, c);
+  return {tensor_ref(args.out),    tensor_ref(args.mean), tensor_ref(args.rstd), tensor_ref(args.in),
+          tensor_ref(args.weight), tensor_ref(args.bias), n,                     c,
+          args.eps,                vector};
 }
 
-void layernorm_backward(const LayerNormBackwardArgs& args, const DeviceContext& ctx) {
-  const auto [n, c] = layernorm_shape("layernorm_backward", args.in, args.weight, args.mean, args.rstd);
-  GPT_CHECK(!args.dweight.empty() && args.dweight.numel() == c, "layernorm_backward: dweight {} should have {} elements",
+dim3 forward_grid(int64_t rows, const char* op) {
+  constexpr int kRowsPerBlock = kForwardThreads / 32;
+  const int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  GPT_CHECK(blocks <= 0x7FFFFFFF, "{}: {} rows are too many for one grid", op, rows);
+  return dim3(static_cast<unsigned>(blocks));
+}
+
+// The backward's checks, grid and launches; dx and dropout are the fused residual backward's (dx empty
+// without it).
+void launch_backward(const LayerNormBackwardArgs& args, const Tensor& dx, const DropoutSpec& dropout, const char* op,
+                     const DeviceContext& ctx) {
+  const auto [n, c] = layernorm_shape(op, args.in, args.weight, args.mean, args.rstd);
+  GPT_CHECK(!args.dweight.empty() && args.dweight.numel() == c, "{}: dweight {} should have {} elements", op,
             args.dweight.shape_string(), c);
-  GPT_CHECK(!args.dbias.empty() && args.dbias.numel() == c, "layernorm_backward: dbias {} should have {} elements",
+  GPT_CHECK(!args.dbias.empty() && args.dbias.numel() == c, "{}: dbias {} should have {} elements", op,
             args.dbias.shape_string(), c);
-  GPT_CHECK(!args.din.empty() && args.din.numel() == args.in.numel(), "layernorm_backward: din {} should match in {}",
+  GPT_CHECK(!args.din.empty() && args.din.numel() == args.in.numel(), "{}: din {} should match in {}", op,
             args.din.shape_string(), args.in.shape_string());
-  GPT_CHECK(!args.dout.empty() && args.dout.numel() == args.in.numel(), "layernorm_backward: dout {} should match in {}",
+  GPT_CHECK(!args.dout.empty() && args.dout.numel() == args.in.numel(), "{}: dout {} should match in {}", op,
             args.dout.shape_string(), args.in.shape_string());
-  check_row_formats("layernorm_backward", {&args.din, &args.dweight, &args.dbias, &args.dout, &args.in, &args.weight,
-                                           &args.mean, &args.rstd});
+  GPT_CHECK(dx.empty() || dx.numel() == args.in.numel(), "{}: residual.dx {} should match din {}", op, dx.shape_string(),
+            args.din.shape_string());
+  check_row_formats(op, {&args.din, &args.dweight, &args.dbias, &args.dout, &args.in, &args.weight, &args.mean,
+                         &args.rstd, &dx});
+  const DropoutRule rule = dropout_rule(dropout);
   if (n == 0) return;
   const size_t shared_bytes = 2 * static_cast<size_t>(c) * sizeof(float);
   GPT_CHECK(shared_bytes <= 48 * 1024,
-            "layernorm_backward: C = {} needs {} bytes of shared memory for its column sums, more than the 48 KiB a "
-            "block gets without opting in (C <= 6144)",
-            c, shared_bytes);
+            "{}: C = {} needs {} bytes of shared memory for its column sums, more than the 48 KiB a block gets "
+            "without opting in (C <= 6144)",
+            op, c, shared_bytes);
   const size_t partial_bytes = 2 * static_cast<size_t>(c) * sizeof(float);
   const int64_t fit = static_cast<int64_t>(ctx.scratch_bytes / partial_bytes);
-  GPT_CHECK(fit >= 1, "layernorm_backward: the {} bytes of scratch hold no partial sums of C = {} ({} bytes each)",
+  GPT_CHECK(fit >= 1, "{}: the {} bytes of scratch hold no partial sums of C = {} ({} bytes each)", op,
             ctx.scratch_bytes, c, partial_bytes);
   // A thread per chunk of the row (GPT-2's C = 768: 96 threads, no idle warps), and enough blocks for
   // about 1024 resident threads per SM; more would only multiply the partials to add up.
@@ -243,15 +326,55 @@ void layernorm_backward(const LayerNormBackwardArgs& args, const DeviceContext& 
   const int64_t per_sm = std::max(1, 1024 / threads);
   const int blocks = static_cast<int>(std::min<int64_t>({n, per_sm * std::max(ctx.sm_count, 1), fit}));
   const bool vector = chunk_aligned(args.din, c) && chunk_aligned(args.dout, c) && chunk_aligned(args.in, c) &&
-                      chunk_aligned(args.weight, c);
+                      chunk_aligned(args.weight, c) && chunk_aligned(dx, c);
   auto* partials = static_cast<float*>(ctx.scratch);
   const BackwardParams p{tensor_ref(args.din),  tensor_ref(args.dout), tensor_ref(args.in), tensor_ref(args.weight),
                          tensor_ref(args.mean), tensor_ref(args.rstd), partials,            n,
-                         c,                     vector};
-  launch<layernorm_backward_kernel>(dim3(blocks), dim3(threads), shared_bytes, ctx.stream, p);
+                         c,                     vector,                tensor_ref(dx),      rule};
+  if (dx.empty()) launch<layernorm_backward_kernel<false>>(dim3(blocks), dim3(threads), shared_bytes, ctx.stream, p);
+  else launch<layernorm_backward_kernel<true>>(dim3(blocks), dim3(threads), shared_bytes, ctx.stream, p);
   launch<layernorm_param_grads_kernel>(dim3((c + kBackwardThreads - 1) / kBackwardThreads), dim3(kBackwardThreads), 0,
                                        ctx.stream, tensor_ref(args.dweight), tensor_ref(args.dbias),
                                        static_cast<const float*>(partials), blocks, c);
+}
+
+}  // namespace
+
+void layernorm_forward(const LayerNormForwardArgs& args, const DeviceContext& ctx) {
+  const ForwardParams p = forward_params(args, "layernorm_forward", {});
+  if (p.rows == 0) return;
+  launch<layernorm_forward_kernel>(forward_grid(p.rows, "layernorm_forward"), dim3(kForwardThreads), 0, ctx.stream, p);
+}
+
+void residual_layernorm_forward(const ResidualLayerNormForwardArgs& args, const DeviceContext& ctx) {
+  constexpr const char* kOp = "residual_layernorm_forward";
+  check_fused_args(args);
+  const ResidualForwardArgs& res = args.residual;
+  GPT_CHECK(!res.residual.empty() && !res.x.empty(), "{}: residual.residual and residual.x must be given", kOp);
+  GPT_CHECK(res.residual.numel() == res.out.numel() && res.x.numel() == res.out.numel(),
+            "{}: residual {} and x {} should have the element count of out {}", kOp, res.residual.shape_string(),
+            res.x.shape_string(), res.out.shape_string());
+  const ForwardParams p = forward_params(args.norm, kOp, {&res.residual, &res.x});
+  const ResidualParams r{tensor_ref(res.residual), tensor_ref(res.x), dropout_rule(res.dropout)};
+  if (p.rows == 0) return;
+  launch<residual_layernorm_forward_kernel>(forward_grid(p.rows, kOp), dim3(kForwardThreads), 0, ctx.stream, p, r);
+}
+
+void layernorm_backward(const LayerNormBackwardArgs& args, const DeviceContext& ctx) {
+  launch_backward(args, Tensor(), DropoutSpec{}, "layernorm_backward", ctx);
+}
+
+void layernorm_residual_backward(const LayerNormResidualBackwardArgs& args, const DeviceContext& ctx) {
+  check_fused_args(args);
+  const Tensor& dx = args.residual.dx;
+  GPT_CHECK(!dx.empty(), "layernorm_residual_backward: residual.dx must be given");
+  if (!args.residual.dropout.active() && is_fp8(dx.dtype) && dx.dtype == args.norm.din.dtype &&
+      dx.scaling == args.norm.din.scaling) {
+    layernorm_backward(args.norm, ctx);
+    residual_backward(args.residual, ctx);
+    return;
+  }
+  launch_backward(args.norm, dx, args.residual.dropout, "layernorm_residual_backward", ctx);
 }
 
 }  // namespace gpt::cuda

@@ -2,8 +2,9 @@
 // reference; the flat index i is the dropout element):
 //   forward   out = residual + keep(i) * x / (1-p)      (out may alias residual or x)
 //   backward  dx  = keep(i) * dout / (1-p)               (dx may alias dout; the residual's gradient is dout)
-// keep(i) is the CPU's rule (src/cpu/dropout.h): stream.word(i) >= dropout_threshold(p), one Philox4x32-10
-// block per 4 consecutive elements, so the GPU draws the CPU's mask bit for bit in any thread layout.
+// keep(i) is the CPU's rule (src/cpu/dropout.h, drawn by common/dropout_chunk.cuh): stream.word(i) >=
+// dropout_threshold(p), one Philox4x32-10 block per 4 consecutive elements, so the GPU draws the CPU's
+// mask bit for bit in any thread layout.
 // With dropout the branch is scaled in double, as the CPU does, before the one rounding to FP32 (and then
 // to the output's format); without it the sum is the FP32 residual + x.
 // Layout: flat, any float format per tensor but F64 (FP8 read times its scale_inv, stored with its scale
@@ -14,6 +15,7 @@
 #include "kernels/residual.h"
 
 #include "common/cuda_check.h"
+#include "common/dropout_chunk.cuh"
 #include "common/launch.cuh"
 #include "common/vector_access.cuh"
 
@@ -24,51 +26,19 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// What a kernel needs of a DropoutSpec; active false draws nothing.
-struct Dropout {
-  RngStream stream;
-  uint32_t threshold = 0;
-  double scale = 1.0;  // 1 / (1-p)
-  bool active = false;
-};
-
-Dropout dropout_of(const DropoutSpec& spec, const char* op) {
-  GPT_CHECK(spec.p >= 0.0f && spec.p < 1.0f, "{}: dropout probability must be in [0, 1), got {}", op, spec.p);
-  Dropout d;
-  d.stream = spec.stream;
-  d.active = spec.active();
-  d.threshold = dropout_threshold(spec.p);
-  d.scale = d.active ? 1.0 / (1.0 - static_cast<double>(spec.p)) : 1.0;
-  return d;
-}
-
-// keep[k] for elements i .. i+7 (i a multiple of 4: whole Philox blocks, the last one only when needed).
-__device__ __forceinline__ void dropout_keep(const Dropout& d, int64_t i, int count, bool (&keep)[kPack]) {
-  for (int b = 0; b < kPack / 4; ++b) {
-    if (4 * b >= count) {
-      for (int k = 0; k < 4; ++k) keep[4 * b + k] = false;
-      continue;
-    }
-    const Philox4 words = d.stream.block(static_cast<uint32_t>((i >> 2) + b));
-    for (int k = 0; k < 4; ++k) keep[4 * b + k] = words.v[k] >= d.threshold;
-  }
-}
-
 __global__ void __launch_bounds__(kThreads)
-    residual_forward_kernel(TensorRef out, TensorRef residual, TensorRef x, int64_t n, Dropout dropout, bool vector) {
+    residual_forward_kernel(TensorRef out, TensorRef residual, TensorRef x, int64_t n, DropoutRule dropout, bool vector) {
   const float residual_scale_inv = read_scale_inv(residual), x_scale_inv = read_scale_inv(x);
   const float out_scale = write_scale(out);
   Fp8Tally tally;
   Fp8Tally* out_tally = tally_of(out, tally);
-  for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * kPack; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x * kPack) {
-    const int count = static_cast<int>(std::min<int64_t>(kPack, n - i));
+  for_each_pack(n, [&](int64_t i, int count) {
     float r[kPack], v[kPack];
     load_values(residual, i, count, vector, r, residual_scale_inv);
     load_values(x, i, count, vector, v, x_scale_inv);
     if (dropout.active) {
       bool keep[kPack];
-      dropout_keep(dropout, i, count, keep);
+      dropout_keep(dropout, static_cast<uint64_t>(i), keep);
       for (int k = 0; k < kPack; ++k) {
         const double branch = keep[k] ? v[k] * dropout.scale : 0.0;
         v[k] = static_cast<float>(r[k] + branch);
@@ -77,35 +47,26 @@ __global__ void __launch_bounds__(kThreads)
       for (int k = 0; k < kPack; ++k) v[k] = r[k] + v[k];
     }
     store_values(out, i, count, vector, v, out_scale, true, out_tally);
-  }
+  });
   flush_fp8_tally(out_tally ? out.scaling : nullptr, tally);
 }
 
 __global__ void __launch_bounds__(kThreads)
-    residual_backward_kernel(TensorRef dx, TensorRef dout, int64_t n, Dropout dropout, bool vector) {
+    residual_backward_kernel(TensorRef dx, TensorRef dout, int64_t n, DropoutRule dropout, bool vector) {
   const float dout_scale_inv = read_scale_inv(dout), dx_scale = write_scale(dx);
   Fp8Tally tally;
   Fp8Tally* dx_tally = tally_of(dx, tally);
-  for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * kPack; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x * kPack) {
-    const int count = static_cast<int>(std::min<int64_t>(kPack, n - i));
+  for_each_pack(n, [&](int64_t i, int count) {
     float g[kPack];
     load_values(dout, i, count, vector, g, dout_scale_inv);
     if (dropout.active) {
       bool keep[kPack];
-      dropout_keep(dropout, i, count, keep);
+      dropout_keep(dropout, static_cast<uint64_t>(i), keep);
       for (int k = 0; k < kPack; ++k) g[k] = keep[k] ? static_cast<float>(g[k] * dropout.scale) : 0.0f;
     }
     store_values(dx, i, count, vector, g, dx_scale, true, dx_tally);
-  }
+  });
   flush_fp8_tally(dx_tally ? dx.scaling : nullptr, tally);
-}
-
-void check_format(const Tensor& t, const char* op, const char* name) {
-  GPT_CHECK(t.dtype == DType::F32 || is_narrow_float(t.dtype),
-            "{}: {} is {}; the CUDA backend computes in FP32 and takes f32, bf16, f16, e4m3 or e5m2 (f64 is the CPU's "
-            "gradient-check format)",
-            op, name, dtype_name(t.dtype));
 }
 
 }  // namespace
@@ -115,10 +76,10 @@ void residual_forward(const ResidualForwardArgs& args, const DeviceContext& ctx)
   GPT_CHECK(args.out.numel() == args.x.numel() && args.residual.numel() == args.x.numel(),
             "residual_forward: out {}, residual {} and x {} should have one element count", args.out.shape_string(),
             args.residual.shape_string(), args.x.shape_string());
-  check_format(args.out, "residual_forward", "out");
-  check_format(args.residual, "residual_forward", "residual");
-  check_format(args.x, "residual_forward", "x");
-  const Dropout dropout = dropout_of(args.dropout, "residual_forward");
+  check_elementwise_format(args.out, "residual_forward", "out");
+  check_elementwise_format(args.residual, "residual_forward", "residual");
+  check_elementwise_format(args.x, "residual_forward", "x");
+  const DropoutRule dropout = dropout_rule(args.dropout);
   const int64_t n = args.x.numel();
   if (n == 0) return;
   const bool vector = pack_aligned(args.out) && pack_aligned(args.residual) && pack_aligned(args.x);
@@ -130,9 +91,9 @@ void residual_backward(const ResidualBackwardArgs& args, const DeviceContext& ct
   GPT_CHECK(!args.dx.empty() && !args.dout.empty(), "residual_backward: dx and dout must be given");
   GPT_CHECK(args.dx.numel() == args.dout.numel(), "residual_backward: dx {} should match dout {}", args.dx.shape_string(),
             args.dout.shape_string());
-  check_format(args.dx, "residual_backward", "dx");
-  check_format(args.dout, "residual_backward", "dout");
-  const Dropout dropout = dropout_of(args.dropout, "residual_backward");
+  check_elementwise_format(args.dx, "residual_backward", "dx");
+  check_elementwise_format(args.dout, "residual_backward", "dout");
+  const DropoutRule dropout = dropout_rule(args.dropout);
   const int64_t n = args.dout.numel();
   if (n == 0) return;
   if (!dropout.active && args.dx.dtype == args.dout.dtype && args.dx.scaling == args.dout.scaling) {

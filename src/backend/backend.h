@@ -23,6 +23,8 @@ class Communicator;  // dist/communicator.h
   X(bias_backward, BiasBackwardArgs, BiasBackward, Other) \
   X(layernorm_forward, LayerNormForwardArgs, LayerNormForward, LayerNorm) \
   X(layernorm_backward, LayerNormBackwardArgs, LayerNormBackward, LayerNorm) \
+  X(residual_layernorm_forward, ResidualLayerNormForwardArgs, ResidualLayerNormForward, LayerNorm) \
+  X(layernorm_residual_backward, LayerNormResidualBackwardArgs, LayerNormResidualBackward, LayerNorm) \
   X(attention_forward, AttentionForwardArgs, AttentionForward, Attention) \
   X(attention_backward, AttentionBackwardArgs, AttentionBackward, Attention) \
   X(softmax_forward, SoftmaxForwardArgs, SoftmaxForward, Softmax) \

@@ -143,6 +143,28 @@ struct ResidualBackwardArgs {
   DropoutSpec dropout;
 };
 
+// The residual stream's add and the LayerNorm that reads it, in one op where the model's order has one
+// right after the other (block_forward: Residual2 -> ln2, a block's output -> the next ln1 or lnf):
+//   residual_forward(residual), then layernorm_forward(norm) with norm.in == residual.out,
+// so the sum is written once and normalised as stored (rounded to its format), exactly as the two ops in
+// turn give it; a backend may fuse them into one pass over the rows (cuda/kernels/layernorm.cu does).
+struct ResidualLayerNormForwardArgs {
+  ResidualForwardArgs residual;
+  LayerNormForwardArgs norm;  // norm.in must be residual.out (one tensor: data, format, scaling)
+};
+
+// LayerNorm's backward into the residual stream's gradient, then the backward of the residual add below
+// it (block_backward: ln2 -> the attention residual, ln1 -> the previous block's MLP residual, lnf ->
+// the last block's MLP residual):
+//   layernorm_backward(norm), then residual_backward(residual) with residual.dout == norm.din,
+// so the branch's gradient is taken from the updated stream in the same pass. residual.dx must not
+// alias norm.din, which the stream's gradient still needs; it may alias norm.dout (the model reuses one
+// buffer for the branch gradients).
+struct LayerNormResidualBackwardArgs {
+  LayerNormBackwardArgs norm;
+  ResidualBackwardArgs residual;  // residual.dout must be norm.din
+};
+
 // out[b,t,:] = dropout(wte[tokens[b,t],:] + wpe[t,:])
 struct EmbeddingForwardArgs {
   Tensor out;

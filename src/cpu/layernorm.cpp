@@ -5,6 +5,10 @@
 // Rows are independent (OpenMP over rows; double accumulators, summed in lane_sum's fixed order). The
 // weight/bias reductions run in a second pass where threads own blocks of columns and walk the rows in
 // order, so they are bitwise reproducible whatever the thread count.
+// The fused residual ops are, on the CPU, the two ops in turn: the reference defines the fusion as exactly
+// that composition (the sum normalised as stored), and a row-wise pass here would save little next to
+// the products. The checks that the two halves share one tensor are backend-neutral (backend/fused_args.h).
+#include "backend/fused_args.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
@@ -160,6 +164,18 @@ void CpuBackend::layernorm_backward(const LayerNormBackwardArgs& given) {
                           args.rstd.as<T>(), n, c);
   });
   w.store();
+}
+
+void CpuBackend::residual_layernorm_forward(const ResidualLayerNormForwardArgs& args) {
+  check_fused_args(args);
+  residual_forward(args.residual);
+  layernorm_forward(args.norm);
+}
+
+void CpuBackend::layernorm_residual_backward(const LayerNormResidualBackwardArgs& args) {
+  check_fused_args(args);
+  layernorm_backward(args.norm);
+  residual_backward(args.residual);
 }
 
 }  // namespace gpt::cpu

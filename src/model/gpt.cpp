@@ -123,6 +123,7 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
 GPT::~GPT() = default;
 
 void GPT::init_weights(uint64_t seed) {
+  compute_stale_ = true;
   const ParameterLayout& layout = base_layout();
   Arena& arena = lora_.enabled() ? *base_arena_ : params_arena_;
   const auto& specs = layout.specs();
@@ -148,6 +149,7 @@ void GPT::init_weights(uint64_t seed) {
 
 void GPT::init_adapters(uint64_t seed) {
   GPT_CHECK(lora_.enabled(), "init_adapters: the model has no LoRA adapters");
+  compute_stale_ = true;
   const auto& specs = layout_.specs();
   for (size_t i = 0; i < specs.size(); ++i) {
     Tensor t = params_arena_.tensor(i);
@@ -200,6 +202,7 @@ std::vector<float> GPT::parameters_to_host() {
 void GPT::parameters_from_host(std::span<const float> flat) {
   GPT_CHECK(flat.size() == static_cast<size_t>(num_parameters()), "expected {} parameters, got {}", num_parameters(),
             flat.size());
+  compute_stale_ = true;
   size_t offset = 0;
   for (size_t i = 0; i < layout_.specs().size(); ++i) {
     Tensor t = params_arena_.tensor(i);
@@ -240,6 +243,7 @@ void GPT::refresh_compute_weights() {
   if (lora_.enabled()) {
     for (size_t i = 0; i < layout_.specs().size(); ++i)
       backend_.cast({lora_compute_arena_->tensor(i), params_arena_.tensor(i)});
+    compute_stale_ = false;
     return;
   }
   // The masters may have changed since the last forward (an optimizer step, a load). FP8 weights are cast
@@ -259,6 +263,7 @@ void GPT::refresh_compute_weights() {
           &BlockParameters::fcw, &BlockParameters::fcb, &BlockParameters::fcprojw, &BlockParameters::fcprojb})
       cast(dst.*member, src.*member);
   }
+  compute_stale_ = false;
 }
 
 DropoutSpec GPT::dropout(const StepContext& ctx, uint32_t layer, RngSite site) const {
@@ -358,7 +363,12 @@ void GPT::lora_backward(int l, LoraTarget t, const Tensor& din, const Tensor& do
                            flops_.backward);
 }
 
-void GPT::block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter) {
+// Each residual add is fused with the LayerNorm that reads its sum (residual_layernorm_forward): ln2
+// inside the block, and, with norm_next, the next block's ln1 (or lnf after the last block) at its end.
+// ln1_ready says that the previous block's call did this one's ln1. A recompute leaves norm_next off
+// for the last block it reruns: the next block's ln1 may share its buffer with this block's own.
+void GPT::block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter, bool ln1_ready,
+                        bool norm_next) {
   const int64_t C = config_.n_embd;
   const auto ul = static_cast<uint32_t>(l);
   const BlockParameters& p = compute_.blocks[static_cast<size_t>(l)];
@@ -367,9 +377,11 @@ void GPT::block_forward(int l, int B, int T, const StepContext& ctx, double& flo
   Tensor branch = act(ModelTensor::Branch, {B, T, C});
   using K = BlockTensor;
 
-  produce(l, K::Ln1, v[K::Ln1], [&](const Tensor& out) {
-    backend_.layernorm_forward({out, v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w, p.ln1b});
-  });
+  if (!ln1_ready) {
+    produce(l, K::Ln1, v[K::Ln1], [&](const Tensor& out) {
+      backend_.layernorm_forward({out, v[K::Ln1Mean], v[K::Ln1Rstd], in, p.ln1w, p.ln1b});
+    });
+  }
   linear(v[K::Qkv], v[K::Ln1], p.qkvw, p.qkvb, flop_counter);
   lora_forward(l, LoraTarget::Qkv, v[K::Qkv], v[K::Ln1], ctx, flop_counter);
   produce(l, K::Atty, v[K::Atty], [&](const Tensor& out) {
@@ -378,16 +390,31 @@ void GPT::block_forward(int l, int B, int T, const StepContext& ctx, double& flo
   flop_counter += 4.0 * B * static_cast<double>(T) * T * C;
   linear(branch, v[K::Atty], p.attprojw, p.attprojb, flop_counter);
   lora_forward(l, LoraTarget::AttnProj, branch, v[K::Atty], ctx, flop_counter);
-  backend_.residual_forward({v[K::Residual2], in, branch, dropout(ctx, ul, RngSite::AttentionResidual)});
+  const ResidualForwardArgs attention_residual{v[K::Residual2], in, branch, dropout(ctx, ul, RngSite::AttentionResidual)};
   produce(l, K::Ln2, v[K::Ln2], [&](const Tensor& out) {
-    backend_.layernorm_forward({out, v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w, p.ln2b});
+    backend_.residual_layernorm_forward(
+        {attention_residual, {out, v[K::Ln2Mean], v[K::Ln2Rstd], v[K::Residual2], p.ln2w, p.ln2b}});
   });
   linear(v[K::Fch], v[K::Ln2], p.fcw, p.fcb, flop_counter);
   lora_forward(l, LoraTarget::Fc, v[K::Fch], v[K::Ln2], ctx, flop_counter);
   produce(l, K::FchGelu, v[K::FchGelu], [&](const Tensor& out) { backend_.gelu_forward({out, v[K::Fch]}); });
   linear(branch, v[K::FchGelu], p.fcprojw, p.fcprojb, flop_counter);
   lora_forward(l, LoraTarget::FcProj, branch, v[K::FchGelu], ctx, flop_counter);
-  backend_.residual_forward({v[K::Out], v[K::Residual2], branch, dropout(ctx, ul, RngSite::MlpResidual)});
+  const ResidualForwardArgs mlp_residual{v[K::Out], v[K::Residual2], branch, dropout(ctx, ul, RngSite::MlpResidual)};
+  if (!norm_next) {
+    backend_.residual_forward(mlp_residual);
+  } else if (l + 1 < config_.n_layer) {
+    const BlockParameters& next = compute_.blocks[static_cast<size_t>(l + 1)];
+    BlockViews nv = block_views(l + 1, B, T);
+    produce(l + 1, K::Ln1, nv[K::Ln1], [&](const Tensor& out) {
+      backend_.residual_layernorm_forward(
+          {mlp_residual, {out, nv[K::Ln1Mean], nv[K::Ln1Rstd], v[K::Out], next.ln1w, next.ln1b}});
+    });
+  } else {
+    backend_.residual_layernorm_forward({mlp_residual,
+                                         {act(ModelTensor::Lnf, {B, T, C}), act(ModelTensor::LnfMean, {B, T}),
+                                          act(ModelTensor::LnfRstd, {B, T}), v[K::Out], compute_.lnfw, compute_.lnfb}});
+  }
 }
 
 void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targets, int B, int T,
@@ -399,18 +426,21 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
             targets.size());
   GPT_CHECK(dloss == 0.0f || !targets.empty(), "a training forward needs targets");
   const int64_t C = config_.n_embd, Vp = config_.padded_vocab_size();
-  if (compute_arena_ || lora_compute_arena_) refresh_compute_weights();
+  // The compute copy is cast again only when the masters may have changed (compute_stale_), and under
+  // fp8 at each step's first training forward, whose casts are part of the step's scaling record (their
+  // amaxes and counts; delayed scales change between steps even when a skipped step left the masters).
+  // The other micro-batches of a step multiply the copy the first one made.
+  if ((compute_arena_ || lora_compute_arena_) && (compute_stale_ || (fp8_ && ctx.training && ctx.micro_step == 0))) refresh_compute_weights();
   const ModelParameters& p = compute_;
 
   Tensor tok = act(ModelTensor::Tokens, {B, T});
   backend_.copy_to_device(tok.data, tokens.data(), tok.bytes());
   Tensor encoded = act(ModelTensor::Encoded, {B, T, C});
   backend_.embedding_forward({encoded, tok, p.wte, p.wpe, dropout(ctx, 0, RngSite::Embedding)});
-  for (int l = 0; l < config_.n_layer; ++l) block_forward(l, B, T, ctx, flops_.forward);
+  // Block l's end normalises its output for block l + 1, the last block's for lnf.
+  for (int l = 0; l < config_.n_layer; ++l) block_forward(l, B, T, ctx, flops_.forward, l > 0, true);
   if (fp8_ && !ctx.training) fp8_->discard_step();
   Tensor lnf = act(ModelTensor::Lnf, {B, T, C});
-  backend_.layernorm_forward({lnf, act(ModelTensor::LnfMean, {B, T}), act(ModelTensor::LnfRstd, {B, T}),
-                              block_views(config_.n_layer - 1, B, T)[BlockTensor::Out], p.lnfw, p.lnfb});
   Tensor logits = act(ModelTensor::Logits, {B, T, Vp});
   linear(logits, lnf, p.wte, Tensor(), flops_.forward);
 
@@ -453,7 +483,10 @@ std::vector<float> GPT::logits_at(int b, int t) {
   return std::vector<float>(values.begin(), values.end());
 }
 
-// Backward of one block. dresidual holds dL/d(block output) on entry and dL/d(block input) on exit.
+// Backward of one block. dresidual holds dL/d(block output) on entry and dL/d(block input) on exit;
+// dbranch holds, on entry, the gradient of the block's MLP branch output (the LayerNorm backward above
+// took it from dresidual in the same pass, layernorm_residual_backward), and on exit that of the block
+// below (none below block 0).
 // Activations the policy did not keep are rebuilt just before their first use, by the same ops on the
 // same inputs with the same dropout streams, so they are bit for bit those of the forward pass.
 void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
@@ -467,7 +500,8 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
     // The last block of a segment reruns the whole segment (rebuilding its outputs, and leaving its
     // own internals in the workspace); every other block reruns itself from the rebuilt input.
     const bool last_of_segment = l + 1 == policy.segment_end(l);
-    for (int j = last_of_segment ? policy.segment_start(l) : l; j <= l; ++j) block_forward(j, B, T, ctx, flops_.recompute);
+    const int first = last_of_segment ? policy.segment_start(l) : l;
+    for (int j = first; j <= l; ++j) block_forward(j, B, T, ctx, flops_.recompute, j > first, j < l);
   }
   const bool selective = policy.selective(l);
   BlockViews v = block_views(l, B, T);
@@ -476,7 +510,6 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
   Tensor datty = act(ModelTensor::DAtty, {B, T, C});
   Tensor dqkv = act(ModelTensor::DQkv, {B, T, 3 * C}), dfch = act(ModelTensor::DFch, {B, T, 4 * C});
 
-  backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::MlpResidual)});
   if (selective && policy.gelu)
     produce(l, K::FchGelu, v[K::FchGelu], [&](const Tensor& out) { backend_.gelu_forward({out, v[K::Fch]}); });
   linear_backward(dfch, g.fcprojw, g.fcprojb, dbranch, v[K::FchGelu], p.fcprojw, l, Fp8Linear::FcProj);
@@ -489,10 +522,9 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
   }
   linear_backward(dbranch, g.fcw, g.fcb, dfch, v[K::Ln2], p.fcw, l, Fp8Linear::Fc);
   lora_backward(l, LoraTarget::Fc, dbranch, dfch, v[K::Ln2], ctx);
-  backend_.layernorm_backward({dresidual, g.ln2w, g.ln2b, dbranch, v[K::Residual2], p.ln2w, v[K::Ln2Mean],
-                               v[K::Ln2Rstd]});
-
-  backend_.residual_backward({dbranch, dresidual, dropout(ctx, ul, RngSite::AttentionResidual)});
+  backend_.layernorm_residual_backward(
+      {{dresidual, g.ln2w, g.ln2b, dbranch, v[K::Residual2], p.ln2w, v[K::Ln2Mean], v[K::Ln2Rstd]},
+       {dbranch, dresidual, dropout(ctx, ul, RngSite::AttentionResidual)}});
   linear_backward(datty, g.attprojw, g.attprojb, dbranch, v[K::Atty], p.attprojw, l, Fp8Linear::AttnProj);
   lora_backward(l, LoraTarget::AttnProj, datty, dbranch, v[K::Atty], ctx);
   if (selective && policy.attention && backend_.attention_keeps_probs()) {
@@ -514,7 +546,9 @@ void GPT::block_backward(int l, int B, int T, const StepContext& ctx) {
   }
   linear_backward(dbranch, g.qkvw, g.qkvb, dqkv, v[K::Ln1], p.qkvw, l, Fp8Linear::Qkv);
   lora_backward(l, LoraTarget::Qkv, dbranch, dqkv, v[K::Ln1], ctx);
-  backend_.layernorm_backward({dresidual, g.ln1w, g.ln1b, dbranch, in, p.ln1w, v[K::Ln1Mean], v[K::Ln1Rstd]});
+  const LayerNormBackwardArgs ln1{dresidual, g.ln1w, g.ln1b, dbranch, in, p.ln1w, v[K::Ln1Mean], v[K::Ln1Rstd]};
+  if (l == 0) backend_.layernorm_backward(ln1);
+  else backend_.layernorm_residual_backward({ln1, {dbranch, dresidual, dropout(ctx, ul - 1, RngSite::MlpResidual)}});
 }
 
 void GPT::backward(const StepContext& ctx, const std::function<void(int block)>& on_gradients_ready) {
@@ -528,8 +562,10 @@ void GPT::backward(const StepContext& ctx, const std::function<void(int block)>&
   // LM head, tied to wte: logits = lnf wte^T.
   linear_backward(dbranch, g.wte, Tensor(), act(ModelTensor::Logits, {B, T, Vp}), act(ModelTensor::Lnf, {B, T, C}), p.wte);
   backend_.fill({dresidual, 0.0f});
-  backend_.layernorm_backward({dresidual, g.lnfw, g.lnfb, dbranch, block_views(config_.n_layer - 1, B, T)[BlockTensor::Out],
-                               p.lnfw, act(ModelTensor::LnfMean, {B, T}), act(ModelTensor::LnfRstd, {B, T})});
+  backend_.layernorm_residual_backward(
+      {{dresidual, g.lnfw, g.lnfb, dbranch, block_views(config_.n_layer - 1, B, T)[BlockTensor::Out], p.lnfw,
+        act(ModelTensor::LnfMean, {B, T}), act(ModelTensor::LnfRstd, {B, T})},
+       {dbranch, dresidual, dropout(ctx, static_cast<uint32_t>(config_.n_layer - 1), RngSite::MlpResidual)}});
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     block_backward(l, B, T, ctx);
     if (on_gradients_ready) on_gradients_ready(l);

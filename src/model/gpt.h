@@ -66,7 +66,12 @@ class GPT {
   Arena* base_arena() { return base_arena_.get(); }
   Arena* lora_compute_arena() { return lora_compute_arena_.get(); }
   Arena* lora_scratch_arena() { return lora_scratch_.get(); }
-  Arena& parameter_arena() { return params_arena_; }
+  // Writable: whatever writes the masters through it (the optimizer, a broadcast) makes the compute copy
+  // of the weights stale, so the next forward casts it again.
+  Arena& parameter_arena() {
+    compute_stale_ = true;
+    return params_arena_;
+  }
   Arena& gradient_arena() { return grads_arena_; }
   Arena& activation_arena() { return acts_arena_; }
   // The compute copy of the weights; null in fp32.
@@ -79,9 +84,9 @@ class GPT {
 
   // Mixed precision (precision.recipe): every tensor is stored in the format the precision layout gives it
   // (precision/precision_layout.h) and each op stores its output in its output's format, so the model has
-  // one code path for every recipe. With a compute dtype other than the masters', every forward first
-  // casts the FP32 masters into a compute copy (BF16/F16; E4M3 with its scale for an FP8 block's linear
-  // weights). fp8: an FP8 block's linear inputs are stored as E4M3 by the op that produces them (after a
+  // one code path for every recipe. With a compute dtype other than the masters', the FP32 masters are
+  // cast into a compute copy (BF16/F16; E4M3 with its scale for an FP8 block's linear weights) by the
+  // first forward after they may have changed, not by every micro-batch. fp8: an FP8 block's linear inputs are stored as E4M3 by the op that produces them (after a
   // BF16 attention output; under current scaling after an FP32 source whose amax sets the scale), and with
   // backward e5m2 each output gradient is cast to E5M2 for both backward products (the bias gradient
   // reads the BF16 gradient). Parameter gradients accumulate in precision.grad_dtype.
@@ -141,7 +146,8 @@ class GPT {
   // An activation buffer outside the blocks, seen with `dims`.
   Tensor act(ModelTensor t, std::initializer_list<int64_t> dims);
   Tensor view(int buffer, std::initializer_list<int64_t> dims, TensorFormat format);
-  void block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter);
+  void block_forward(int l, int B, int T, const StepContext& ctx, double& flop_counter, bool ln1_ready,
+                     bool norm_next);
   void block_backward(int l, int B, int T, const StepContext& ctx);
   void linear(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, double& flop_counter);
   // Block l's adapter on target t, when it has one: out += s drop(in) A^T B^T, and its backward.
@@ -176,6 +182,7 @@ class GPT {
   ModelParameters masters_, grad_blocks_;  // params_ and grads_ per block
   std::unique_ptr<Arena> compute_arena_;  // the compute copy of the weights; null in fp32
   ModelParameters compute_;               // the compute copy, or the masters per block
+  bool compute_stale_ = true;             // the masters may differ from what compute_ was cast from
   std::unique_ptr<Fp8State> fp8_;
   // LoRA: the frozen base (compute format), the adapters' compute copy (null in fp32) and per-block views
   // of the adapters, their gradients and that copy; the products' scratch.

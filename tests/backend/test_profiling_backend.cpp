@@ -46,6 +46,12 @@ class RecordingBackend final : public Backend {
   void bias_backward(const BiasBackwardArgs& a) override { record("bias_backward", a.dbias.data); }
   void layernorm_forward(const LayerNormForwardArgs& a) override { record("layernorm_forward", a.out.data); }
   void layernorm_backward(const LayerNormBackwardArgs& a) override { record("layernorm_backward", a.din.data); }
+  void residual_layernorm_forward(const ResidualLayerNormForwardArgs& a) override {
+    record("residual_layernorm_forward", a.norm.out.data);
+  }
+  void layernorm_residual_backward(const LayerNormResidualBackwardArgs& a) override {
+    record("layernorm_residual_backward", a.norm.din.data);
+  }
   void attention_forward(const AttentionForwardArgs& a) override { record("attention_forward", a.out.data); }
   void attention_backward(const AttentionBackwardArgs& a) override { record("attention_backward", a.dqkv.data); }
   void softmax_forward(const SoftmaxForwardArgs& a) override { record("softmax_forward", a.out.data); }
@@ -88,6 +94,8 @@ TEST(ProfilingBackend, ForwardsEveryOpOnceBetweenSynchronizes) {
   prof.bias_backward({t, t});
   prof.layernorm_forward({t});
   prof.layernorm_backward({t});
+  prof.residual_layernorm_forward({{}, {t}});
+  prof.layernorm_residual_backward({{t}, {}});
   prof.attention_forward({t});
   prof.attention_backward({t});
   prof.softmax_forward({t, t});

@@ -9,6 +9,7 @@
 
 #include "cpu/gradcheck.h"
 #include "test_util.h"
+#include "train_util.h"
 
 #include <gtest/gtest.h>
 
@@ -43,67 +44,20 @@ std::vector<RecomputePolicy> all_policies(int L) {
   return out;
 }
 
-std::vector<char> arena_bytes(Arena& arena) {
-  const char* p = static_cast<const char*>(arena.base());
-  return std::vector<char>(p, p + arena.layout().total_bytes());
-}
-
-struct RunResult {
-  std::vector<char> first_gradients;
-  std::vector<double> losses;
-  std::vector<float> final_parameters;
-  uint64_t planned = 0, measured = 0;
-  FlopCounts first_flops;
-};
-
-// Five optimizer steps of two micro-batches each with dropout 0.2, recording the first step's
-// gradients, every step's loss and the activation bytes the first step wrote, under a mixed-precision
-// recipe the model emulates (FP8 scales updated after every step, as the trainer does).
-RunResult train_five_steps(const RecomputePolicy& policy, const PrecisionRecipe& recipe = {}) {
+// Five optimizer steps of two micro-batches each with dropout 0.2 on a 5-block model, under a
+// mixed-precision recipe the model emulates.
+TrainResult train_five_steps(const RecomputePolicy& policy, const PrecisionRecipe& recipe = {}) {
   ModelConfig m = tiny_model(23, 5, 16, 2, 8);
   m.dropout = 0.2;
-  const int B = 2, T = 8, K = 2;
-  GPT model(m, B, T, cpu_backend(), DType::F32, policy, recipe);
-  model.init_weights(17);
-  OptimConfig oc;
-  AdamW optimizer(oc, model.parameter_layout(), cpu_backend());
-  RunResult r;
-  r.planned = model.activation_plan().total_bytes();
-  for (uint32_t step = 0; step < 5; ++step) {
-    if (step == 0) poison_arena(model.activation_arena(), cpu_backend());
-    model.zero_grads();
-    double loss = 0.0;
-    for (uint32_t k = 0; k < K; ++k) {
-      std::vector<int32_t> tokens = random_tokens(B * T, m.vocab_size, 100 + step * 10 + k);
-      std::vector<int32_t> targets = random_tokens(B * T, m.vocab_size, 200 + step * 10 + k);
-      const StepContext ctx{9, step, k, true};
-      model.forward(tokens, targets, B, T, ctx, 1.0f / (K * B * T));
-      loss += model.loss_sum();
-      model.backward(ctx);
-    }
-    if (Fp8State* fp8 = model.fp8()) {
-      Fp8StepStats stats;
-      fp8->update_scales(fp8->finish_step(stats));
-    }
-    model.gradient_norm_squared();
-    if (step == 0) {
-      r.first_gradients = arena_bytes(model.gradient_arena());
-      r.measured = written_bytes(model.activation_arena(), cpu_backend());
-      r.first_flops = model.flops();
-    }
-    r.losses.push_back(loss);
-    optimizer.step(model.parameter_arena(), model.gradient_arena(), 1e-2, 1.0);
-  }
-  r.final_parameters = model.parameters_to_host();
-  return r;
+  return train_steps(cpu_backend(), {m, 2, 8, 2, 5}, policy, recipe);
 }
 
 TEST(Recompute, EveryModeGivesBitwiseIdenticalGradientsAndLosses) {
   const int L = 5;
-  const RunResult reference = train_five_steps(policy_from("none", {}, "1", "all", L));
+  const TrainResult reference = train_five_steps(policy_from("none", {}, "1", "all", L));
   for (const RecomputePolicy& policy : all_policies(L)) {
     SCOPED_TRACE(policy.describe());
-    const RunResult r = train_five_steps(policy);
+    const TrainResult r = train_five_steps(policy);
     ASSERT_EQ(r.first_gradients.size(), reference.first_gradients.size());
     EXPECT_EQ(std::memcmp(r.first_gradients.data(), reference.first_gradients.data(), r.first_gradients.size()), 0);
     EXPECT_EQ(r.losses, reference.losses);
@@ -142,14 +96,14 @@ std::vector<std::pair<std::string, PrecisionRecipe>> low_precision_recipes() {
 // (and differ from FP32's).
 TEST(Recompute, EveryModeUnderEachRecipeGivesBitwiseIdenticalGradients) {
   const int L = 5;
-  const RunResult fp32 = train_five_steps(policy_from("none", {}, "1", "all", L));
+  const TrainResult fp32 = train_five_steps(policy_from("none", {}, "1", "all", L));
   for (const auto& [name, recipe] : low_precision_recipes()) {
     SCOPED_TRACE(name);
-    const RunResult reference = train_five_steps(policy_from("none", {}, "1", "all", L), recipe);
+    const TrainResult reference = train_five_steps(policy_from("none", {}, "1", "all", L), recipe);
     EXPECT_NE(reference.losses, fp32.losses);
     for (const RecomputePolicy& policy : all_policies(L)) {
       SCOPED_TRACE(policy.describe());
-      const RunResult r = train_five_steps(policy, recipe);
+      const TrainResult r = train_five_steps(policy, recipe);
       ASSERT_EQ(r.first_gradients.size(), reference.first_gradients.size());
       EXPECT_EQ(std::memcmp(r.first_gradients.data(), reference.first_gradients.data(), r.first_gradients.size()), 0);
       EXPECT_EQ(r.losses, reference.losses);
@@ -164,7 +118,7 @@ TEST(Recompute, LedgerActivationBytesEqualTheMeasuredUse) {
   uint64_t none_bytes = 0;
   for (const RecomputePolicy& policy : all_policies(L)) {
     SCOPED_TRACE(policy.describe());
-    const RunResult r = train_five_steps(policy);
+    const TrainResult r = train_five_steps(policy);
     EXPECT_EQ(r.measured, r.planned);
     if (policy.mode == RecomputeMode::None) none_bytes = r.planned;
     else EXPECT_LT(r.planned, none_bytes);
@@ -176,7 +130,7 @@ TEST(Recompute, CountedFlopsMatchThePlan) {
   ModelConfig m = tiny_model(23, L, 16, 2, 8);
   for (const RecomputePolicy& policy : all_policies(L)) {
     SCOPED_TRACE(policy.describe());
-    const RunResult r = train_five_steps(policy);
+    const TrainResult r = train_five_steps(policy);
     const StepFlops planned = step_flops(m, 2, 8, policy);
     // Two micro-batches in the step.
     EXPECT_DOUBLE_EQ(r.first_flops.forward, 2 * planned.forward);

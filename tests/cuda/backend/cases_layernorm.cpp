@@ -1,7 +1,10 @@
 // Op table cases of layernorm forward and backward (cuda/kernels/layernorm.cu): every float format for the
 // activations and parameters (FP8 with scaling state on inputs and outputs), mean/rstd in F32 and in the
 // activations' format, rows of 1 and 67, channels of 200 (vector chunks), 203 (scalar path) and a 3-d
-// [2,5,768] input; din, dweight and dbias accumulate.
+// [2,5,768] input; din, dweight and dbias accumulate. The fused residual ops (residual_layernorm_forward,
+// layernorm_residual_backward) in every format, without dropout and with it (a mask that must be the
+// CPU's bit for bit), the stream and its branch in different formats, and the backward's branch gradient
+// written over dout as the model has it.
 #include "cuda/backend/op_table.h"
 
 namespace gpt::test {
@@ -18,6 +21,74 @@ constexpr Shape kShapes[] = {{1, 1, 200}, {1, 67, 203}, {2, 5, 768}};
 Tensor scaled(OpBench& b, Tensor t, float scale) {
   if (t.dtype == DType::E4M3 || t.dtype == DType::E5M2) t.scaling = b.fp8_meta(scale);
   return t;
+}
+
+DropoutSpec test_dropout() {
+  DropoutSpec d;
+  d.p = 0.1f;
+  d.stream = RngStream{1234, 7, 1, 3, RngSite::AttentionResidual};
+  return d;
+}
+
+std::vector<OpCase> fused_cases() {
+  std::vector<OpCase> out;
+  for (DType f : kTableFormats) {
+    for (const Shape s : kShapes) {
+      for (const bool drop : {false, true}) {
+        const DropoutSpec spec = drop ? test_dropout() : DropoutSpec{};
+        const std::string tag = fmt::format("{}/{}/{}", format_tag(f), s.tag(), drop ? "drop" : "nodrop");
+        out.push_back({"residual_layernorm_forward/" + tag, [=](OpBench& b) {
+                         const Tensor sum = scaled(b, b.output({s.b, s.t, s.c}, f), 2.0f);
+                         ResidualLayerNormForwardArgs a;
+                         a.residual = {sum, scaled(b, b.input({s.b, s.t, s.c}, f, -2.0f, 2.0f), 2.0f),
+                                       scaled(b, b.input({s.b, s.t, s.c}, f), 4.0f), spec};
+                         a.norm.in = sum;
+                         a.norm.weight = scaled(b, b.input({s.c}, f, 0.5f, 1.5f), 1.0f);
+                         a.norm.bias = scaled(b, b.input({s.c}, f), 4.0f);
+                         a.norm.out = scaled(b, b.output({s.b, s.t, s.c}, f), 8.0f);
+                         a.norm.mean = b.output({s.b, s.t}, DType::F32);
+                         a.norm.rstd = b.output({s.b, s.t}, DType::F32);
+                         b.backend().residual_layernorm_forward(a);
+                       }});
+        out.push_back({"layernorm_residual_backward/" + tag, [=](OpBench& b) {
+                         LayerNormResidualBackwardArgs a;
+                         a.norm.dout = scaled(b, b.input({s.b, s.t, s.c}, f), 4.0f);
+                         a.norm.in = scaled(b, b.input({s.b, s.t, s.c}, f, -2.0f, 3.0f), 2.0f);
+                         a.norm.weight = scaled(b, b.input({s.c}, f, 0.5f, 1.5f), 1.0f);
+                         a.norm.mean = b.input({s.b, s.t}, DType::F32, 0.0f, 1.0f);
+                         a.norm.rstd = b.input({s.b, s.t}, DType::F32, 0.5f, 2.0f);
+                         a.norm.din = scaled(b, b.accumulated({s.b, s.t, s.c}, f), 4.0f);
+                         a.norm.dweight = scaled(b, b.accumulated({s.c}, f), 2.0f);
+                         a.norm.dbias = scaled(b, b.accumulated({s.c}, f), 2.0f);
+                         a.residual = {scaled(b, b.output({s.b, s.t, s.c}, f), 8.0f), a.norm.din, spec};
+                         b.backend().layernorm_residual_backward(a);
+                       }});
+      }
+    }
+  }
+  // As a bf16 recipe runs them: a BF16 stream and branch with F32 parameters, gradients and statistics,
+  // and the branch's gradient written over dout (one buffer serves every branch gradient in the model).
+  for (const bool drop : {false, true}) {
+    const DropoutSpec spec = drop ? test_dropout() : DropoutSpec{};
+    const std::string tag = fmt::format("mixed_bf16_f32/1x67x203/{}", drop ? "drop" : "nodrop");
+    out.push_back({"residual_layernorm_forward/" + tag, [=](OpBench& b) {
+                     const Tensor sum = b.output({1, 67, 203}, DType::BF16);
+                     b.backend().residual_layernorm_forward(
+                         {{sum, b.input({1, 67, 203}, DType::BF16), b.input({1, 67, 203}, DType::BF16), spec},
+                          {b.output({1, 67, 203}, DType::BF16), b.output({1, 67}, DType::F32), b.output({1, 67}, DType::F32),
+                           sum, b.input({203}, DType::F32, 0.5f, 1.5f), b.input({203}, DType::F32), 1e-5f}});
+                   }});
+    out.push_back({"layernorm_residual_backward/" + tag + "/dx_over_dout", [=](OpBench& b) {
+                     const Tensor dstream = b.accumulated({1, 67, 203}, DType::F32);
+                     const Tensor dbranch = b.accumulated({1, 67, 203}, DType::BF16);
+                     b.backend().layernorm_residual_backward(
+                         {{dstream, b.accumulated({203}, DType::F32), b.accumulated({203}, DType::F32), dbranch,
+                           b.input({1, 67, 203}, DType::BF16), b.input({203}, DType::F32, 0.5f, 1.5f),
+                           b.input({1, 67}, DType::F32), b.input({1, 67}, DType::F32, 0.5f, 2.0f)},
+                          {dbranch, dstream, spec}});
+                   }});
+  }
+  return out;
 }
 
 std::vector<OpCase> cases() {
@@ -66,6 +137,7 @@ std::vector<OpCase> cases() {
                         b.input({2, 5, 768}, DType::BF16), b.input({768}, DType::F32),
                         b.input({2, 5}, DType::F32), b.input({2, 5}, DType::F32, 0.5f, 2.0f)});
                  }});
+  for (OpCase& c : fused_cases()) out.push_back(std::move(c));
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include "config/config_loader.h"
 #include "cpu/gradcheck.h"
 #include "test_util.h"
+#include "train_util.h"
 #include "train/synthetic_run.h"
 
 #include <gtest/gtest.h>
@@ -48,58 +49,13 @@ RecomputePolicy policy(const std::string& mode, std::vector<std::string> ops = {
   return resolve_recompute(c, 3);
 }
 
-std::vector<char> download(Arena& arena, Backend& backend) {
-  std::vector<char> host(arena.layout().total_bytes());
-  backend.copy_to_host(host.data(), arena.base(), host.size());
-  return host;
-}
-
-struct RunResult {
-  std::vector<char> first_gradients;
-  std::vector<double> losses;
-  std::vector<float> final_parameters;
-  uint64_t planned = 0, measured = 0;
-};
-
 // Four optimizer steps of two micro-batches with dropout 0.1 on a 3-block model with an odd vocabulary
 // (23 padded to 24) and the smallest shapes cuBLASLt's FP8 products take (C 32, B*T 32: multiples of 16),
 // FP8 scales updated after every step as the trainer does.
-RunResult train_four_steps(Backend& backend, const RecomputePolicy& recompute, const PrecisionRecipe& recipe) {
+TrainResult train_four_steps(Backend& backend, const RecomputePolicy& recompute, const PrecisionRecipe& recipe) {
   ModelConfig m = tiny_model(23, 3, 32, 2, 16);
   m.dropout = 0.1;
-  const int B = 2, T = 16, K = 2;
-  GPT model(m, B, T, backend, DType::F32, recompute, recipe);
-  model.init_weights(17);
-  OptimConfig oc;
-  AdamW optimizer(oc, model.parameter_layout(), backend);
-  RunResult r;
-  r.planned = model.activation_plan().total_bytes();
-  for (uint32_t step = 0; step < 4; ++step) {
-    if (step == 0) poison_arena(model.activation_arena(), backend);
-    model.zero_grads();
-    double loss = 0.0;
-    for (uint32_t k = 0; k < K; ++k) {
-      const std::vector<int32_t> tokens = random_tokens(B * T, m.vocab_size, 100 + step * 10 + k);
-      const std::vector<int32_t> targets = random_tokens(B * T, m.vocab_size, 200 + step * 10 + k);
-      const StepContext ctx{9, step, k, true};
-      model.forward(tokens, targets, B, T, ctx, 1.0f / (K * B * T));
-      loss += model.loss_sum();
-      model.backward(ctx);
-    }
-    if (Fp8State* fp8 = model.fp8()) {
-      Fp8StepStats stats;
-      fp8->update_scales(fp8->finish_step(stats));
-    }
-    model.gradient_norm_squared();
-    if (step == 0) {
-      r.first_gradients = download(model.gradient_arena(), backend);
-      r.measured = written_bytes(model.activation_arena(), backend);
-    }
-    r.losses.push_back(loss);
-    optimizer.step(model.parameter_arena(), model.gradient_arena(), 1e-2, 1.0);
-  }
-  r.final_parameters = model.parameters_to_host();
-  return r;
+  return train_steps(backend, {m, 2, 16, 2, 4}, recompute, recipe);
 }
 
 std::vector<std::pair<std::string, PrecisionRecipe>> recipes() {
@@ -142,8 +98,8 @@ TEST(CudaModel, EveryRecipeMatchesTheCpu) {
   std::printf("CUDA vs CPU, 4 steps x 2 micro-batches (largest |loss difference| / loss, largest weight difference):\n");
   for (const auto& [name, recipe] : recipes()) {
     SCOPED_TRACE(name);
-    const RunResult cpu = train_four_steps(cpu_backend(), policy("none"), recipe);
-    const RunResult gpu = train_four_steps(*cuda_backend(), policy("none"), recipe);
+    const TrainResult cpu = train_four_steps(cpu_backend(), policy("none"), recipe);
+    const TrainResult gpu = train_four_steps(*cuda_backend(), policy("none"), recipe);
     ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
     double worst = 0.0, worst_weight = 0.0;
     for (size_t i = 0; i < cpu.losses.size(); ++i) {
@@ -160,6 +116,38 @@ TEST(CudaModel, EveryRecipeMatchesTheCpu) {
   }
 }
 
+// A token id past wte's rows or a target outside [0, V) (other than -1) is found by the kernels on the
+// device and reported by the next copy to the host, naming the first position and the value; the
+// record is cleared, so the next good micro-batch trains.
+TEST(CudaModel, BadTokensAndTargetsAreReportedAfterTheForward) {
+  SKIP_WITHOUT_CUDA();
+  const ModelConfig m = tiny_model(23, 3, 32, 2, 16);
+  const int B = 2, T = 16;
+  GPT model(m, B, T, *cuda_backend(), DType::F32, policy("none"), PrecisionRecipe{});
+  model.init_weights(3);
+  const std::vector<int32_t> tokens = random_tokens(B * T, m.vocab_size, 1), targets = random_tokens(B * T, m.vocab_size, 2);
+  const StepContext ctx{};
+  auto loss_error = [&](const std::vector<int32_t>& tok, const std::vector<int32_t>& tgt) -> std::string {
+    model.forward(tok, tgt, B, T, ctx);
+    try {
+      model.loss_sum();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::vector<int32_t> bad_tokens = tokens;
+  bad_tokens[25] = -3;
+  bad_tokens[21] = 1000;
+  EXPECT_NE(loss_error(bad_tokens, targets).find("token id 1000 at position 21 of the micro-batch"), std::string::npos);
+  std::vector<int32_t> bad_targets = targets;
+  bad_targets[9] = -2;
+  bad_targets[7] = m.vocab_size;
+  EXPECT_NE(loss_error(tokens, bad_targets).find("target 23 at position 7 of the micro-batch"), std::string::npos);
+  EXPECT_EQ(loss_error(tokens, targets), "");
+  EXPECT_TRUE(std::isfinite(model.loss_sum()));
+}
+
 TEST(CudaModel, EveryRecomputeModeIsBitwiseEqualToNone) {
   SKIP_WITHOUT_CUDA();
   const std::vector<RecomputePolicy> policies = {policy("selective", {"attention", "gelu", "layernorm"}),
@@ -168,10 +156,10 @@ TEST(CudaModel, EveryRecomputeModeIsBitwiseEqualToNone) {
   for (const auto& [name, recipe] : recipes()) {
     if (name == "fp16" || name == "fp8 current") continue;  // fp32, bf16 and fp8 cover the three storage paths
     SCOPED_TRACE(name);
-    const RunResult reference = train_four_steps(*cuda_backend(), policy("none"), recipe);
+    const TrainResult reference = train_four_steps(*cuda_backend(), policy("none"), recipe);
     for (const RecomputePolicy& p : policies) {
       SCOPED_TRACE(p.describe());
-      const RunResult r = train_four_steps(*cuda_backend(), p, recipe);
+      const TrainResult r = train_four_steps(*cuda_backend(), p, recipe);
       ASSERT_EQ(r.first_gradients.size(), reference.first_gradients.size());
       EXPECT_EQ(std::memcmp(r.first_gradients.data(), reference.first_gradients.data(), r.first_gradients.size()), 0);
       EXPECT_EQ(r.losses, reference.losses);
@@ -186,8 +174,8 @@ TEST(CudaModel, TheSameRunTwiceIsBitwiseEqual) {
   PrecisionRecipe bf16;
   bf16.recipe = RecipeKind::Bf16;
   for (const PrecisionRecipe& recipe : {PrecisionRecipe{}, bf16}) {
-    const RunResult a = train_four_steps(*cuda_backend(), policy("none"), recipe);
-    const RunResult b = train_four_steps(*cuda_backend(), policy("none"), recipe);
+    const TrainResult a = train_four_steps(*cuda_backend(), policy("none"), recipe);
+    const TrainResult b = train_four_steps(*cuda_backend(), policy("none"), recipe);
     EXPECT_EQ(a.first_gradients, b.first_gradients);
     EXPECT_EQ(a.losses, b.losses);
     EXPECT_EQ(a.final_parameters, b.final_parameters);
