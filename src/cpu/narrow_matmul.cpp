@@ -9,21 +9,15 @@
 #include "cpu/onednn_matmul.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
-#include <utility>
 
 namespace gpt::cpu {
 namespace {
 
 // Below this many elements a parallel region costs more than it saves (the conversions' bar, convert.cpp).
 constexpr int64_t kParallelMin = 1 << 18;
-// A contiguous conversion of at least this many elements is split into one range per thread here: the
-// demo's operands (2^15 to 2^18 elements) are below convert.cpp's bar, and run serially there while the
-// other threads spin between the product's parallel regions.
-constexpr int64_t kChunkedMin = 1 << 15;
 // A split dimension keeps blocks of at least this many rows or columns (unless the dimension is smaller):
 // below it OpenBLAS's packing and thread start cost more than the product.
 constexpr int64_t kMinBlock = 64;
@@ -34,13 +28,6 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Equal blocks of at most `block` covering `size`: no thin last block.
 int64_t balanced(int64_t size, int64_t block) { return ceil_div(size, ceil_div(size, block)); }
-
-// This thread's share [begin, begin + count) of n elements, in a parallel region (all of them outside one).
-std::pair<int64_t, int64_t> thread_range(int64_t n) {
-  const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
-  const int64_t begin = n * id / threads, end = n * (id + 1) / threads;
-  return {begin, end - begin};
-}
 
 // Floats a tile of [mb, nb] over a chunk of kb needs in the workspace.
 struct Needs {
@@ -56,14 +43,11 @@ Needs needs_of(const MatmulArgs& args) {
 void decode_block(const Tensor& t, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc, float* dst) {
   const size_t esize = dtype_size(t.dtype);
   if (c0 == 0 && nc == ld) {
-    // Whole rows are contiguous: one range per thread.
-    const int64_t n = nr * nc;
-    const char* base = static_cast<const char*>(t.data) + static_cast<size_t>(r0 * ld) * esize;
-#pragma omp parallel if (n >= kChunkedMin)
-    {
-      const auto [begin, count] = thread_range(n);
-      decode<float>(Tensor(const_cast<char*>(base) + static_cast<size_t>(begin) * esize, {count}, t.dtype), dst + begin, count, 1.0f);
-    }
+    // Whole rows are contiguous: one pass, as the untiled product decoded them. (Splitting the demo's
+    // operands, 2^15 to 2^18 elements, over the threads below convert.cpp's bar cost more CPU time than it
+    // saved on the shared 2-core machine: 377 against 307-320 ms of matmul CPU time per step.)
+    decode<float>(Tensor(static_cast<char*>(t.data) + static_cast<size_t>(r0 * ld) * esize, {nr * nc}, t.dtype), dst, nr * nc,
+                  1.0f);
     return;
   }
 #pragma omp parallel for schedule(static) if (nr * nc > kParallelMin)
@@ -91,15 +75,10 @@ void encode_block(const float* src, const Tensor& out, int64_t ld, int64_t r0, i
   double amax = 0.0;
   int nan = 0;
   if (c0 == 0 && nc == ld) {
-    // Whole rows are contiguous: one range per thread.
-    const int64_t n = nr * nc;
-    char* base = static_cast<char*>(out.data) + static_cast<size_t>(r0 * ld) * esize;
-#pragma omp parallel reduction(+ : underflow, overflow) reduction(max : amax) reduction(| : nan) if (n >= kChunkedMin)
-    {
-      const auto [begin, count] = thread_range(n);
-      add_pass(encode<float>(src + begin, Tensor(base + static_cast<size_t>(begin) * esize, {count}, out.dtype), count, scale, true),
-                underflow, overflow, amax, nan);
-    }
+    // Whole rows are contiguous: one pass.
+    add_pass(encode<float>(src, Tensor(static_cast<char*>(out.data) + static_cast<size_t>(r0 * ld) * esize, {nr * nc}, out.dtype),
+                           nr * nc, scale, true),
+             underflow, overflow, amax, nan);
   } else {
 #pragma omp parallel for schedule(static) reduction(+ : underflow, overflow) reduction(max : amax) reduction(| : nan) \
     if (nr * nc > kParallelMin)
