@@ -227,6 +227,10 @@ NarrowTiles choose_tiles(const MatmulArgs& args, const GemmShape2D& s, int64_t c
 void narrow_matmul(const MatmulArgs& args, const GemmShape2D& shape, MatmulWorkspace& workspace, OnednnMatmul* onednn) {
   GPT_CHECK(!is_narrow(args.out) || (args.out.data != args.a.data && args.out.data != args.b.data),
             "matmul: a narrow out must not alias an operand");
+  for (const Tensor* t : {&args.out, &args.a, &args.b, &args.bias}) {
+    GPT_CHECK(t->empty() || is_narrow(*t) || t->dtype == DType::F32,
+              "matmul: a {} tensor beside narrow ones; the wide operands of a narrow product are F32", dtype_name(t->dtype));
+  }
   if (onednn && onednn->try_run(args, shape, workspace)) return;
   fp32_engine(args, shape, workspace);
 }
