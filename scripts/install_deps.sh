@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libgtest-dev
-          libopenblas-openmp-dev openmpi-bin libopenmpi-dev libboost-context-dev nlohmann-json3-dev libicu-dev
+          libopenblas-openmp-dev libdnnl-dev openmpi-bin libopenmpi-dev libboost-context-dev nlohmann-json3-dev libicu-dev
           libplplot-dev plplot-driver-cairo fonts-dejavu-core libexpat1-dev "$@")
 missing=()
 for p in "${packages[@]}"; do

@@ -64,6 +64,10 @@ struct BackendCapabilities {
   // are limited to some pairings and shapes (cuBLASLt's FP8 needs multiples of 16) decodes the narrow
   // recipes by rerunning the window instead.
   bool products_of_any_formats = false;
+  // Bytes the backend holds for matrix products with narrow (BF16, F16, FP8) operands once a recipe has
+  // them, on top of reserved_device_bytes (the CPU's decode workspace): the plan adds them to a run whose
+  // compute format is narrow.
+  size_t narrow_matmul_workspace_bytes = 0;
 };
 
 class Backend {
@@ -75,6 +79,9 @@ class Backend {
   virtual BackendCapabilities capabilities() const { return {}; }
   bool attention_keeps_probs() const { return capabilities().attention_keeps_probs; }
   bool stores_low_precision() const { return capabilities().stores_low_precision; }
+  // The bytes the backend holds for itself now, outside the arenas: what the first step's memory check
+  // sets beside the ledger's backend workspace.
+  virtual size_t workspace_bytes() const { return capabilities().reserved_device_bytes; }
 
   // Memory: the arenas are the only callers of allocate/deallocate.
   virtual void* allocate(size_t bytes) = 0;

@@ -80,6 +80,7 @@ class ProfilingBackend final : public Backend {
   std::string name() const override { return inner_.name(); }
   Device device() const override { return inner_.device(); }
   BackendCapabilities capabilities() const override { return inner_.capabilities(); }
+  size_t workspace_bytes() const override { return inner_.workspace_bytes(); }
 
   void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
   void deallocate(void* ptr) override { inner_.deallocate(ptr); }

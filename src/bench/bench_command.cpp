@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "config/config_loader.h"
 #include "cpu/blas_runtime.h"
+#include "cpu/onednn_matmul.h"
 #include "memory/arena_usage.h"
 #include "memory/planner.h"
 #include "memory/recompute.h"
@@ -21,6 +22,7 @@
 #include "train/metrics.h"
 
 #include <omp.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -155,6 +157,7 @@ int run(const std::vector<std::string>& argv) {
                blas.parallel == 2 ? ": BLAS and our own loops share libgomp's thread pool" : "");
     fmt::print("           OMP_PROC_BIND={}, OMP_PLACES={} (omp_get_proc_bind(): {})\n", env_or_unset("OMP_PROC_BIND"),
                env_or_unset("OMP_PLACES"), proc_bind_name(omp_get_proc_bind()));
+    fmt::print("           narrow products: {}\n", cpu::narrow_matmul_description());
   } else {
     fmt::print("backend    {}\n", session.backend().name());
   }
@@ -224,6 +227,10 @@ int run(const std::vector<std::string>& argv) {
   fmt::print("\nsteps      {} warm-up, {} timed; load average at end: {}; last loss {:.4f}, gradient norm {:.4f}{}\n",
              warmup, steps, load_end, last.loss, last.grad_norm, last.applied ? "" : " (update not applied)");
   for (const std::string& line : memory.lines) fmt::print("memory     {}\n", line);
+  if (cpu) {
+    const std::vector<std::string> kernels = cpu::onednn_kernels_used();
+    if (!kernels.empty()) fmt::print("oneDNN     matmul implementations chosen: {}\n", fmt::join(kernels, ", "));
+  }
   fmt::print("ms/step    mean {:.1f} | median {:.1f} | min {:.1f} | max {:.1f}\n", times.mean(), times.median(),
              times.min(), times.max());
   fmt::print("cpu        {:.1f} ms of CPU time per step: {:.2f} of {} threads busy on average (fewer than the threads: "

@@ -8,7 +8,9 @@
 
 namespace gpt::cpu {
 
-CpuBackend::CpuBackend(int threads) {
+CpuBackend::CpuBackend(int threads, size_t narrow_matmul_workspace_bytes)
+    : matmul_workspace_(narrow_matmul_workspace_bytes),
+      onednn_(onednn_info().used ? std::make_unique<OnednnMatmul>() : nullptr) {
   // One threading runtime: the Debian OpenBLAS we link is its OpenMP build, so BLAS and our own loops
   // share libgomp's thread pool instead of two pools competing for the cores.
   if (threads > 0) {
@@ -16,6 +18,14 @@ CpuBackend::CpuBackend(int threads) {
     openblas_set_num_threads(threads);
   }
   threads_ = omp_get_max_threads();
+}
+
+CpuBackend::~CpuBackend() = default;
+
+BackendCapabilities CpuBackend::capabilities() const {
+  BackendCapabilities caps;
+  caps.narrow_matmul_workspace_bytes = matmul_workspace_.capacity_bytes();
+  return caps;
 }
 
 void* CpuBackend::allocate(size_t bytes) {

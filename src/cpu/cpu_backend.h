@@ -4,13 +4,23 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "cpu/narrow_matmul.h"
+#include "cpu/onednn_matmul.h"
 #include "cpu/wide_operands.h"
+
+#include <memory>
 
 namespace gpt::cpu {
 
+// The narrow products' workspace (narrow_matmul.h). 16 MiB holds every product of a GPT-2 124M block at B4
+// T64 whole (the largest, fc and fc proj, need 13.4 MB as FP32), so only the LM head's three products are
+// tiled; the demo's all fit.
+constexpr size_t kNarrowMatmulWorkspaceBytes = size_t{16} << 20;
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads = 0);
+  explicit CpuBackend(int threads = 0, size_t narrow_matmul_workspace_bytes = kNarrowMatmulWorkspaceBytes);
+  ~CpuBackend() override;
 
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::CPU; }
@@ -27,6 +37,9 @@ class CpuBackend final : public Backend {
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void synchronize() override {}
+  BackendCapabilities capabilities() const override;
+  // The narrow products' workspace once a narrow product has run (0 before).
+  size_t workspace_bytes() const override { return matmul_workspace_.held_bytes(); }
 
   GPT_BACKEND_OPS(GPT_OVERRIDE_BACKEND_OP)
 
@@ -36,6 +49,8 @@ class CpuBackend final : public Backend {
  private:
   int threads_;
   StagingPool staging_;
+  MatmulWorkspace matmul_workspace_;
+  std::unique_ptr<OnednnMatmul> onednn_;  // where the CPU multiplies BF16 natively, else null
 };
 
 }  // namespace gpt::cpu

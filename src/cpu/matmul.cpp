@@ -1,9 +1,12 @@
 // matmul: out[M,N] = alpha * op(a)[M,K] op(b)[K,N] + beta * out + bias[N], one BLAS gemm (row-major;
-// sgemm for f32, dgemm for f64). Narrow operands are decoded exactly and multiplied in FP32 (FP32
-// accumulation, as the GPU's tensor cores); a narrow out is rounded once, after bias and beta. FP8
+// sgemm for f32, dgemm for f64). Narrow operands with F32 ones go to narrow_matmul.h (oneDNN where the
+// CPU multiplies BF16 natively, else decoded to FP32 in the planned workspace for sgemm): FP32
+// accumulation, as the GPU's tensor cores; a narrow out is rounded once, after bias and beta. FP8
 // operands enter as their unscaled codes and both inverse scales multiply the accumulator, through
-// alpha, as cuBLASLt's FP8 product applies scale_a * scale_b: out = alpha a_inv b_inv (qa qb) + ... With beta = 0 the rows of out start as the bias and the gemm
-// accumulates onto them; otherwise a bias pass follows the gemm. Leading dimensions are folded:
+// alpha, as cuBLASLt's FP8 product applies scale_a * scale_b: out = alpha a_inv b_inv (qa qb) + ... Narrow
+// operands beside F64 ones (the FP64 reference checks) are staged whole (wide_operands.h) for dgemm. With
+// beta = 0 the rows of out start as the bias and the gemm accumulates onto them; otherwise a bias pass
+// follows the gemm. Leading dimensions are folded:
 // a [B,T,C] tensor is the [B*T, C] matrix. a is [M,K] or, with trans_a, [K,M]; b is [K,N] or, with
 // trans_b, [N,K] (a linear layer's weight W[OC,IC] is used with trans_b).
 //
@@ -11,7 +14,9 @@
 // so every column's sum has one fixed order (double accumulator) whatever the thread count.
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
+#include "cpu/narrow_matmul.h"
 #include "cpu/wide_operands.h"
+#include "precision/float_formats.h"
 
 #include <cblas.h>
 
@@ -88,12 +93,17 @@ void bias_backward_kernel(T* dbias, const T* dout, int64_t m, int64_t n) {
 }  // namespace
 
 void CpuBackend::matmul(const MatmulArgs& given) {
-  WideOperands w(staging_, {&given.out, &given.a, &given.b, &given.bias});
+  const std::initializer_list<const Tensor*> tensors = {&given.out, &given.a, &given.b, &given.bias};
+  const bool narrow = std::any_of(tensors.begin(), tensors.end(), [](const Tensor* t) { return !t->empty() && is_narrow_float(t->dtype); });
+  const bool f64 = std::any_of(tensors.begin(), tensors.end(), [](const Tensor* t) { return !t->empty() && t->dtype == DType::F64; });
+  WideOperands w(staging_, narrow && !f64 ? std::initializer_list<const Tensor*>{} : tensors);
   MatmulArgs args = given;
-  args.a = w.in(given.a, false);
-  args.b = w.in(given.b, false);
-  args.bias = w.in(given.bias);
-  args.out = w.out(given.out, given.beta != 0.0f);
+  if (f64) {
+    args.a = w.in(given.a, false);
+    args.b = w.in(given.b, false);
+    args.bias = w.in(given.bias);
+    args.out = w.out(given.out, given.beta != 0.0f);
+  }
   for (const Tensor* t : {&given.a, &given.b})
     if (t->scaling && (t->dtype == DType::E4M3 || t->dtype == DType::E5M2)) args.alpha *= t->scaling->scale_inv;
   const MatrixShape a = as_matrix(args.a, "a");
@@ -111,6 +121,10 @@ void CpuBackend::matmul(const MatmulArgs& given) {
   GPT_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "matmul: [{},{}]x[{},{}] exceeds the BLAS int range", m, k, k, n);
   if (!args.bias.empty()) {
     GPT_CHECK(args.bias.numel() == n, "matmul: bias {} should have {} elements (the output columns)", args.bias.shape_string(), n);
+  }
+  if (narrow && !f64) {
+    narrow_matmul(args, {m, n, k, a.cols, b.cols}, matmul_workspace_, onednn_.get());
+    return;
   }
   dispatch_float(w.wide(), [&]<class T>(T) {
     // With beta = 0 the bias is the gemm's starting value (beta = 1): one pass over out instead of

@@ -36,7 +36,7 @@ uint64_t written_bytes(Arena& arena, Backend& backend) {
 }
 
 MeasuredMemory measure_step_memory(Arena& activations, Backend& backend) {
-  return {written_bytes(activations, backend), backend.capabilities().reserved_device_bytes};
+  return {written_bytes(activations, backend), backend.workspace_bytes()};
 }
 
 }  // namespace gpt

@@ -24,7 +24,8 @@ MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int
   const ParameterLayout masters(config.model, DType::F32);
   if (precision.compute_weights()) ledger.compute_weights = compute_weights_layout(masters, precision).total_bytes();
   ledger.gradients = ParameterLayout(config.model, precision.gradient()).arena_layout().total_bytes();
-  ledger.backend_workspace = backend.reserved_device_bytes;
+  ledger.backend_workspace = backend.reserved_device_bytes +
+                             (precision.compute() == DType::F32 ? 0 : backend.narrow_matmul_workspace_bytes);
   if (config.finetune.lora()) {
     // The trained parameters are the adapters (FP32 masters, gradients, AdamW m and v); the base is held once,
     // in the compute format, with no gradients or optimizer state (as GPT allocates it under LoRA).

@@ -1,0 +1,225 @@
+#include "cpu/onednn_matmul.h"
+
+#include "precision/float_formats.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <array>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace gpt::cpu {
+namespace {
+
+using dt = dnnl::memory::data_type;
+
+bool bf16_or_fp8(DType t) { return t == DType::BF16 || t == DType::E4M3 || t == DType::E5M2; }
+
+dt onednn_type(DType t) {
+  switch (t) {
+    case DType::F32: return dt::f32;
+    case DType::BF16: return dt::bf16;
+    default: GPT_FAIL("oneDNN matmul: no oneDNN type for {} here", dtype_name(t));
+  }
+}
+
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+// The kernels chosen so far, process-wide (the bench reports them after its steps).
+std::mutex kernels_mutex;
+std::set<std::string>& kernels_used() {
+  static std::set<std::string> used;
+  return used;
+}
+
+// E4M3/E5M2 code -> the BF16 code of the same value (exact: at most 3 mantissa bits, exponents inside BF16's).
+template <class Fmt>
+const std::array<uint16_t, 256>& bf16_table() {
+  static const std::array<uint16_t, 256> table = [] {
+    std::array<uint16_t, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = static_cast<uint16_t>(f32_bits(Fmt::decode(static_cast<uint8_t>(c))) >> 16);
+    return t;
+  }();
+  return table;
+}
+
+void fp8_to_bf16(const Tensor& t, uint16_t* out) {
+  const uint16_t* table = t.dtype == DType::E4M3 ? bf16_table<E4m3Format>().data() : bf16_table<E5m2Format>().data();
+  const auto* codes = t.as<uint8_t>();
+  const int64_t n = t.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 18))
+  for (int64_t i = 0; i < n; ++i) out[i] = table[codes[i]];
+}
+
+dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, DType dtype, bool trans, int64_t ld) {
+  // A transposed operand is the row-major [cols, rows] matrix read down its columns.
+  const dnnl::memory::dims strides = trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
+  return dnnl::memory::desc({rows, cols}, onednn_type(dtype), strides);
+}
+
+}  // namespace
+
+OnednnInfo onednn_info() {
+  OnednnInfo info;
+  const dnnl_version_t* v = dnnl_version();
+  info.version = fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  info.isa = isa_name(isa);
+  // The ISA values are bit sets, each containing the ones below it.
+  const auto bits = static_cast<unsigned>(isa), bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  info.native_bf16 = (bits & bf16) == bf16;
+  const char* opt_in = std::getenv("GPT_CPU_ONEDNN");
+  info.used = info.native_bf16 && opt_in != nullptr && std::string_view(opt_in) == "1";
+  return info;
+}
+
+std::string narrow_matmul_description() {
+  const OnednnInfo info = onednn_info();
+  if (info.used) {
+    return fmt::format("BF16 and FP8 operands: oneDNN {} BF16 matmul ({}); F16 (no oneDNN F16 matmul on CPUs in this "
+                       "version) and mixed F32: decoded to FP32 for the BLAS",
+                       info.version, info.isa);
+  }
+  if (info.native_bf16) {
+    return fmt::format("decoded to FP32 in the workspace for the BLAS (oneDNN {} sees {}, native BF16: set "
+                       "GPT_CPU_ONEDNN=1 for its BF16 matmul, not yet verified on such a CPU)",
+                       info.version, info.isa);
+  }
+  return fmt::format("decoded to FP32 in the workspace for the BLAS (oneDNN {} sees {}: no native BF16, so its BF16 "
+                     "matmul would not be faster)",
+                     info.version, info.isa);
+}
+
+std::vector<std::string> onednn_kernels_used() {
+  std::lock_guard<std::mutex> lock(kernels_mutex);
+  return {kernels_used().begin(), kernels_used().end()};
+}
+
+struct OnednnMatmul::State {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  bool used = onednn_info().used;
+  // shape, leading dimensions, transposes, formats, bias format (F64 for none), beta
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, DType, DType, DType, DType, float>;
+  struct Entry {
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul primitive;
+    size_t scratch_bytes = 0;
+  };
+  std::map<Key, std::optional<Entry>> cache;  // nullopt: only the reference implementation
+};
+
+OnednnMatmul::OnednnMatmul() : state_(std::make_unique<State>()) {}
+OnednnMatmul::~OnednnMatmul() = default;
+
+const void* OnednnMatmul::primitive_for(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b,
+                                        DType out_dtype, const Tensor& bias, float beta, size_t scratch_bytes) {
+  State& s = *state_;
+  const DType bias_dtype = bias.empty() ? DType::F64 : bias.dtype;
+  const State::Key key{m, n, k, a.ld, b.ld, a.trans, b.trans, a.dtype, b.dtype, out_dtype, bias_dtype, beta};
+  auto it = s.cache.find(key);
+  if (it == s.cache.end()) {
+    const dnnl::memory::desc a_md = matrix_desc(m, k, a.dtype, a.trans, a.ld);
+    const dnnl::memory::desc b_md = matrix_desc(k, n, b.dtype, b.trans, b.ld);
+    const dnnl::memory::desc c_md = matrix_desc(m, n, out_dtype, false, n);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+    dnnl::post_ops ops;
+    if (beta != 0.0f) ops.append_sum(beta);
+    if (!bias.empty()) ops.append_binary(dnnl::algorithm::binary_add, matrix_desc(1, n, bias.dtype, false, n));
+    attr.set_post_ops(ops);
+    std::optional<State::Entry> entry;
+    try {
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, s.engine);
+      const std::string impl = pd.impl_info_str();
+      if (impl.rfind("ref", 0) != 0) {
+        entry = State::Entry{pd, dnnl::matmul(pd), pd.scratchpad_desc().get_size()};
+        std::lock_guard<std::mutex> lock(kernels_mutex);
+        kernels_used().insert(impl);
+      }
+    } catch (const dnnl::error& e) {
+      // unimplemented: this CPU or version has no matmul for these formats; the FP32 path takes it
+      GPT_CHECK(e.status == dnnl_unimplemented, "oneDNN matmul [{}x{}]x[{}x{}]: {}", m, k, k, n, e.what());
+    }
+    it = s.cache.emplace(key, std::move(entry)).first;
+  }
+  if (!it->second || it->second->scratch_bytes > scratch_bytes) return nullptr;
+  return &*it->second;
+}
+
+bool OnednnMatmul::run(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b, void* out,
+                       DType out_dtype, const Tensor& bias, float alpha, float beta, void* scratch, size_t scratch_bytes) {
+  State& s = *state_;
+  const auto* found = static_cast<const State::Entry*>(primitive_for(m, n, k, a, b, out_dtype, bias, beta, scratch_bytes));
+  if (!found) return false;
+  const State::Entry& entry = *found;
+  const dnnl::matmul::primitive_desc& pd = entry.pd;
+  auto mem = [&](const dnnl::memory::desc& md, const void* p) { return dnnl::memory(md, s.engine, const_cast<void*>(p)); };
+  float scale = alpha;
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, mem(pd.src_desc(), a.data)},
+      {DNNL_ARG_WEIGHTS, mem(pd.weights_desc(), b.data)},
+      {DNNL_ARG_DST, mem(pd.dst_desc(), out)},
+      {DNNL_ARG_SCRATCHPAD, mem(pd.scratchpad_desc(), scratch)},
+      {DNNL_ARG_ATTR_OUTPUT_SCALES, mem(dnnl::memory::desc({1}, dt::f32, dnnl::memory::dims{1}), &scale)},
+  };
+  if (!bias.empty()) {
+    const int index = beta != 0.0f ? 1 : 0;
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, mem(matrix_desc(1, n, bias.dtype, false, n), bias.data));
+  }
+  entry.primitive.execute(s.stream, args);
+  s.stream.wait();
+  return true;
+}
+
+bool OnednnMatmul::try_run(const MatmulArgs& args, const GemmShape2D& shape, MatmulWorkspace& workspace) {
+  if (!state_->used || !bf16_or_fp8(args.a.dtype) || !bf16_or_fp8(args.b.dtype)) return false;
+  if (args.out.dtype != DType::F32 && args.out.dtype != DType::BF16) return false;
+  if (!args.bias.empty() && args.bias.dtype != DType::F32 && args.bias.dtype != DType::BF16) return false;
+  if (args.out.dtype == DType::BF16 && args.out.scaling) return false;
+  // The FP8 operands' BF16 copies first in the workspace, then oneDNN's scratchpad.
+  const size_t a_bytes = args.a.dtype == DType::BF16 ? 0 : static_cast<size_t>(args.a.numel()) * 2;
+  const size_t b_bytes = args.b.dtype == DType::BF16 ? 0 : static_cast<size_t>(args.b.numel()) * 2;
+  const size_t copies = (a_bytes + 63) / 64 * 64 + (b_bytes + 63) / 64 * 64;
+  if (copies > workspace.capacity_bytes()) return false;
+  const OnednnOperand a_in{nullptr, DType::BF16, args.trans_a, shape.lda}, b_in{nullptr, DType::BF16, args.trans_b, shape.ldb};
+  if (!primitive_for(shape.m, shape.n, shape.k, a_in, b_in, args.out.dtype, args.bias, args.beta,
+                     workspace.capacity_bytes() - copies))
+    return false;
+  auto* base = static_cast<char*>(workspace.data());
+  const void* a = args.a.data;
+  const void* b = args.b.data;
+  if (a_bytes) {
+    fp8_to_bf16(args.a, reinterpret_cast<uint16_t*>(base));
+    a = base;
+  }
+  if (b_bytes) {
+    fp8_to_bf16(args.b, reinterpret_cast<uint16_t*>(base + (a_bytes + 63) / 64 * 64));
+    b = base + (a_bytes + 63) / 64 * 64;
+  }
+  return run(shape.m, shape.n, shape.k, {a, DType::BF16, args.trans_a, shape.lda}, {b, DType::BF16, args.trans_b, shape.ldb},
+             args.out.data, args.out.dtype, args.bias, args.alpha, args.beta, base + copies, workspace.capacity_bytes() - copies);
+}
+
+}  // namespace gpt::cpu

@@ -1,0 +1,81 @@
+// oneDNN's matmul for the narrow products of CPUs that multiply BF16 natively (AVX512-BF16, AMX): BF16
+// operands with FP32 accumulation, read in place; E4M3/E5M2 operands decoded to BF16 (exact: their values
+// are BF16 values) into the planned workspace first. out = alpha op(a) op(b) + beta out + bias is one
+// primitive: alpha as a runtime output scale (it carries the FP8 inverse scales, which change every step),
+// beta as a sum post-op, the bias as a binary-add post-op after both, so the bias is not scaled. The output
+// is written by oneDNN (F32, or BF16 rounded to nearest even once); other output formats take the FP32
+// path. oneDNN's scratchpad is given from the workspace too (user scratchpad mode), so it is planned.
+//
+// Primitives are created once per shape, leading dimensions, formats and beta, and cached. A shape for
+// which oneDNN offers only its reference implementation is remembered as such and takes the FP32 path.
+// oneDNN orders the FP32 accumulation its own way (blocked over k, in its vector lanes), so its results
+// differ from OpenBLAS's in the last bits of the FP32 accumulator (measured in tests/cpu/test_narrow_matmul.cpp
+// where oneDNN runs).
+#pragma once
+
+#include "backend/op_args.h"
+#include "cpu/narrow_matmul.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gpt::cpu {
+
+// What oneDNN offers this CPU: its effective ISA, and whether its BF16 products run natively.
+struct OnednnInfo {
+  std::string version;  // "2.6.3"
+  std::string isa;      // "avx2", "avx512_core_bf16", "avx512_core_amx", ...
+  bool native_bf16 = false;
+  // Whether the narrow products take oneDNN: native_bf16 and the environment's GPT_CPU_ONEDNN=1. Opt-in
+  // until the path has run on such a CPU: it changes the order of accumulation, so the recipes' recorded
+  // bits (PrecisionBaseline) would differ there, and nothing has yet compared it with the FP32 path on real
+  // AVX512-BF16 or AMX hardware.
+  bool used = false;
+};
+OnednnInfo onednn_info();
+
+// The narrow products' engine choice on this CPU, in words, for `gpt-train bench` and `info`.
+std::string narrow_matmul_description();
+// The implementations oneDNN chose for the products run so far in this process ("brg:avx512_core_amx",
+// ...), each once.
+std::vector<std::string> onednn_kernels_used();
+
+// One oneDNN operand or result: dense row-major with leading dimension ld, read transposed when trans.
+struct OnednnOperand {
+  const void* data = nullptr;
+  DType dtype = DType::BF16;
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+class OnednnMatmul {
+ public:
+  OnednnMatmul();
+  ~OnednnMatmul();
+  OnednnMatmul(const OnednnMatmul&) = delete;
+  OnednnMatmul& operator=(const OnednnMatmul&) = delete;
+
+  // Runs the product through oneDNN when this CPU multiplies BF16 natively, a and b are BF16 or FP8, out
+  // is F32 or BF16 and the FP8 copies and the scratchpad fit the workspace; returns false otherwise (the
+  // caller takes the FP32 path).
+  bool try_run(const MatmulArgs& args, const GemmShape2D& shape, MatmulWorkspace& workspace);
+
+  // The primitive itself, for operands already in a format oneDNN takes (F32 or BF16 a and b; F32 or BF16
+  // out with row length n; bias F32 or BF16 or empty). Returns false when oneDNN has only its reference
+  // implementation for it, or its scratchpad does not fit in [scratch, scratch + scratch_bytes). Tests
+  // call it with F32 operands, which every CPU has, to check the epilogue and the strides.
+  bool run(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b, void* out, DType out_dtype,
+           const Tensor& bias, float alpha, float beta, void* scratch, size_t scratch_bytes);
+
+ private:
+  // The cached primitive for this product (created on first use), or null when oneDNN has only its
+  // reference implementation or the scratchpad would exceed scratch_bytes. Points into the cache.
+  const void* primitive_for(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b, DType out_dtype,
+                            const Tensor& bias, float beta, size_t scratch_bytes);
+
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gpt::cpu
