@@ -24,12 +24,6 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::CPU; }
-  // Every op decodes narrow operands into FP32 staging and rounds a narrow output once (wide_operands.h).
-  BackendCapabilities capabilities() const override {
-    BackendCapabilities caps;
-    caps.products_of_any_formats = true;
-    return caps;
-  }
   int threads() const { return threads_; }
 
   void* allocate(size_t bytes) override;
@@ -37,6 +31,8 @@ class CpuBackend final : public Backend {
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void synchronize() override {}
+  // Every op decodes narrow operands into FP32 staging and rounds a narrow output once (wide_operands.h), so
+  // products take any operand formats.
   BackendCapabilities capabilities() const override;
   // The narrow products' workspace once a narrow product has run (0 before).
   size_t workspace_bytes() const override { return matmul_workspace_.held_bytes(); }
