@@ -428,9 +428,12 @@ void GPT::forward(std::span<const int32_t> tokens, std::span<const int32_t> targ
   const int64_t C = config_.n_embd, Vp = config_.padded_vocab_size();
   // The compute copy is cast again only when the masters may have changed (compute_stale_), and under
   // fp8 at each step's first training forward, whose casts are part of the step's scaling record (their
-  // amaxes and counts; delayed scales change between steps even when a skipped step left the masters).
+  // amaxes and counts; delayed scales change between steps even when a skipped step left the masters),
+  // and at every forward outside training: an evaluation's or a decoder's discarded statistics re-upload
+  // the scaling table, which under current scaling replaces the scales the weights were cast with.
   // The other micro-batches of a step multiply the copy the first one made.
-  if ((compute_arena_ || lora_compute_arena_) && (compute_stale_ || (fp8_ && ctx.training && ctx.micro_step == 0))) refresh_compute_weights();
+  const bool fp8_recast = fp8_ && (!ctx.training || ctx.micro_step == 0);
+  if ((compute_arena_ || lora_compute_arena_) && (compute_stale_ || fp8_recast)) refresh_compute_weights();
   const ModelParameters& p = compute_;
 
   Tensor tok = act(ModelTensor::Tokens, {B, T});
