@@ -60,6 +60,17 @@ inline double relative_difference(const std::vector<float>& a, const std::vector
 }
 
 // Whether every rank holds exactly rank 0's values.
+// Values of the model's FP8 weights (the linear weights of its FP8 blocks). Each rank casts them once per
+// step, so a step's FP8 value count over W ranks exceeds one rank accumulating all W halves by W - 1 times
+// this.
+inline int64_t fp8_weight_values(GPT& model) {
+  int64_t values = 0;
+  for (const BlockParameters& w : model.compute_params().blocks)
+    for (const Tensor* t : {&w.qkvw, &w.attprojw, &w.fcw, &w.fcprojw})
+      if (t->scaling) values += t->numel();
+  return values;
+}
+
 inline bool same_on_every_rank(std::vector<float> values) {
   std::vector<float> root = values;
   world().broadcast(Tensor(root.data(), {static_cast<int64_t>(root.size())}), 0);
