@@ -93,6 +93,11 @@ void Progress::update(uint64_t done) {
   *out_ << '\r' << status_line() << "\x1b[K" << std::flush;
 }
 
+void Progress::clear() {
+  if (shown_) *out_ << "\r\x1b[K" << std::flush;
+  shown_ = false;
+}
+
 void Progress::finish(std::string_view summary) {
   if (shown_) *out_ << "\r\x1b[K";
   *out_ << fmt::format("{}: {} in {} ({}/s)\n", what_, summary, duration_text(elapsed_s()),

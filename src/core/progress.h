@@ -1,4 +1,4 @@
-// Progress of a long operation (prepare, export) on stderr: how much is done, the rate, and the time left.
+// Progress of a long operation (prepare, export, evaluation) on stderr: how much is done, the rate, and the time left.
 //
 // On a terminal one status line is rewritten in place ("\r"), at most once per interval, so a fast loop
 // costs a clock read per update and the terminal a line a second; where stderr is a pipe or a file (CI
@@ -47,6 +47,8 @@ class Progress {
 
   // Ends the status line and writes "<what>: <summary> in <time> (<rate>)".
   void finish(std::string_view summary);
+  // Ends the status line and writes nothing: for an operation whose result its caller logs itself.
+  void clear();
 
   uint64_t done() const { return done_; }
   double elapsed_s() const;

@@ -5,6 +5,7 @@
 #include "dist/single_communicator.h"
 #include "config/config_loader.h"
 #include "core/printable.h"
+#include "core/progress.h"
 #include "core/process_memory.h"
 #include "io/checkpoint.h"
 #include "io/durable_file.h"
@@ -29,6 +30,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 namespace fs = std::filesystem;
@@ -320,12 +322,17 @@ double Trainer::evaluate() {
   double loss_sum = 0.0;
   int64_t counted = 0;
   StepContext ctx{t.seed, static_cast<uint32_t>(step_), 0, false};
+  // A long evaluation shows its rate and time left on a terminal; its result is the caller's "val loss" line.
+  std::optional<Progress> progress;
+  if (comm_->rank() == 0) progress.emplace("evaluation", ProgressUnit::Tokens, batches * micro);
   for (uint64_t b = 0; b < batches; ++b) {
     val_loader_->next_batch(in, tg);
     model_->forward(in, tg, t.batch_size, t.seq_len, ctx);
     loss_sum += model_->loss_sum();
     for (int32_t target : tg) counted += target != -1;
+    if (progress) progress->update((b + 1) * micro);
   }
+  if (progress) progress->clear();
   double sums[2] = {loss_sum, static_cast<double>(counted)};
   dp_->all_reduce(sums);
   GPT_CHECK(sums[1] > 0, "the validation data holds no target tokens");

@@ -65,6 +65,21 @@ TEST(Progress, OnATerminalAtMostOneLinePerInterval) {
   EXPECT_TRUE(out.str().ends_with("\r\x1b[Kprepare: done in 5.0s (8/s)\n")) << out.str();
 }
 
+// An evaluation's progress ends without a summary: its result is the trainer's "val loss" line.
+TEST(Progress, ClearEndsTheStatusLineAndWritesNothingElse) {
+  FakeClock t;
+  std::ostringstream terminal, pipe;
+  Progress shown("evaluation", ProgressUnit::Tokens, 1000, {.terminal = true, .clock = t.clock(), .out = &terminal});
+  Progress quiet("evaluation", ProgressUnit::Tokens, 1000, {.terminal = false, .clock = t.clock(), .out = &pipe});
+  t.now += 2.0;
+  shown.update(500);
+  quiet.update(500);
+  shown.clear();
+  quiet.clear();
+  EXPECT_EQ(terminal.str(), "\revaluation: 500 tokens of 1k tokens (50%), 250 tokens/s, eta 2.0s\x1b[K\r\x1b[K");
+  EXPECT_TRUE(pipe.str().empty()) << pipe.str();
+}
+
 TEST(Progress, DurationsAndAmountsRead) {
   EXPECT_EQ(duration_text(0.42), "0.4s");
   EXPECT_EQ(duration_text(42.4), "42s");
