@@ -30,6 +30,14 @@ bool nccl_sum_type(DType dtype, ncclDataType_t* type) {
   }
 }
 
+// The NCCL type `op` sums `dtype` values in; throws naming the op where NCCL cannot.
+ncclDataType_t sum_type_of(const char* op, DType dtype) {
+  ncclDataType_t type;
+  GPT_CHECK(nccl_sum_type(dtype, &type), "{}: NCCL does not sum {} values here; reduce in f32 or bf16", op,
+            dtype_name(dtype));
+  return type;
+}
+
 void check_device(const char* op, const Tensor& t) {
   GPT_CHECK(t.device == Device::CUDA, "{}: the NCCL communicator works on device buffers, got a {} buffer", op,
             device_name(t.device));
@@ -249,9 +257,7 @@ void NcclCommunicator::poll() { state_->throw_if_failed(); }
 CommHandle NcclCommunicator::all_reduce_sum_async(const Tensor& buf, CommStream stream) {
   const char* op = "all_reduce_sum";
   check_device(op, buf);
-  ncclDataType_t type;
-  GPT_CHECK(nccl_sum_type(buf.dtype, &type), "{}: NCCL does not sum {} values here; reduce in f32 or bf16", op,
-            dtype_name(buf.dtype));
+  const ncclDataType_t type = sum_type_of(op, buf.dtype);
   ncclComm_t comm = state_->comm;
   const auto n = static_cast<size_t>(buf.numel());
   return make_handle(state_->issue(op, buf.numel(), buf.dtype, stream, [&](cudaStream_t s) {
@@ -266,9 +272,7 @@ CommHandle NcclCommunicator::reduce_scatter_sum_async(const Tensor& in, const Te
   const char* a = static_cast<const char*>(in.data);
   const char* b = static_cast<const char*>(out.data);
   GPT_CHECK(b + out.bytes() <= a || a + in.bytes() <= b, "{}: in and out overlap", op);
-  ncclDataType_t type;
-  GPT_CHECK(nccl_sum_type(in.dtype, &type), "{}: NCCL does not sum {} values here; reduce in f32 or bf16", op,
-            dtype_name(in.dtype));
+  const ncclDataType_t type = sum_type_of(op, in.dtype);
   ncclComm_t comm = state_->comm;
   const auto n = static_cast<size_t>(out.numel());
   return make_handle(state_->issue(op, in.numel(), in.dtype, stream, [&](cudaStream_t s) {
