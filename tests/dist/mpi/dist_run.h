@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
+#include <cstdio>
 
 namespace gpt::test {
 
@@ -69,6 +71,49 @@ inline int64_t fp8_weight_values(GPT& model) {
     for (const Tensor* t : {&w.qkvw, &w.attprojw, &w.fcw, &w.fcprojw})
       if (t->scaling) values += t->numel();
   return values;
+}
+
+// fp8 with delayed scaling and E5M2 gradients: `two` (one micro-batch of `batch` sequences per rank)
+// against one rank accumulating all the ranks' halves. The amaxes are maxed over the ranks before the scales
+// are updated, so every rank casts with the scales the single rank uses. Each micro-batch's forward is the
+// same on both sides; the gradient sums run in another order, so the weights differ in their last bits,
+// which an FP8 cast may round to the neighbouring value: the tolerances are those of the FP32 runs.
+inline void expect_fp8_ranks_cast_like_one_rank(const SharedDir& dir, Config two, int batch, int steps, const char* label,
+                                                double loss_tolerance, double weight_tolerance) {
+  two.precision.recipe = "fp8";
+  two.precision.fp8_backward = "e5m2";
+  two.precision.fp8_amax_history = 4;
+  Config one = two;
+  one.train.grad_accum_steps = 2;
+  one.log.run_dir = dir.file("one_rank" + std::to_string(world().rank()));
+  Trainer dp(two, config_to_yaml(two), &world());
+  Trainer ref(one, config_to_yaml(one));
+  std::mt19937 rng(7);  // the same stream on every rank
+  const int B = batch, T = two.train.seq_len, W = world().world_size(), r = world().rank();
+  const int64_t weight_values = fp8_weight_values(ref.model());
+  for (int step = 0; step < steps; ++step) {
+    std::vector<int32_t> all_in(static_cast<size_t>(W) * B * T), all_tg(all_in.size());
+    for (size_t i = 0; i < all_in.size(); ++i) {
+      all_in[i] = static_cast<int32_t>(rng() % 16);
+      all_tg[i] = static_cast<int32_t>(rng() % 16);
+    }
+    const size_t begin = static_cast<size_t>(r) * B * T;
+    const std::vector<int32_t> in(all_in.begin() + begin, all_in.begin() + begin + B * T),
+        tg(all_tg.begin() + begin, all_tg.begin() + begin + B * T);
+    const StepResult a = dp.train_step(in, tg);
+    const StepResult b = ref.train_step(all_in, all_tg);
+    EXPECT_EQ(a.fp8.scale_min, b.fp8.scale_min) << "step " << step;
+    EXPECT_EQ(a.fp8.scale_max, b.fp8.scale_max) << "step " << step;
+    EXPECT_EQ(a.fp8.amax_max, b.fp8.amax_max) << "step " << step;
+    // The activations' FP8 values add up alike; the FP8 weights are cast once per step by each rank,
+    // and once by the rank that accumulates both halves.
+    EXPECT_EQ(a.fp8.values, b.fp8.values + (W - 1) * weight_values) << "step " << step;
+    EXPECT_NEAR(a.loss, b.loss, loss_tolerance * b.loss) << "step " << step;
+  }
+  const double diff = relative_difference(dp.model().parameters_to_host(), ref.model().parameters_to_host());
+  std::printf("[rank %d] %s fp8 delayed e5m2, 2 ranks vs 1 rank K=2: weights differ by %.2e of their largest\n", r,
+              label, diff);
+  EXPECT_LT(diff, weight_tolerance);
 }
 
 inline bool same_on_every_rank(std::vector<float> values) {

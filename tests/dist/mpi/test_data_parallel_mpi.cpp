@@ -96,47 +96,10 @@ TEST(DataParallel, WithDropoutTwoRanksEqualOneRankAccumulating) {
   EXPECT_LT(relative_difference(dp.model().parameters_to_host(), ref.model().parameters_to_host()), kWeightTolerance);
 }
 
-// fp8 with delayed scaling and E5M2 gradients: each rank's amaxes are maxed over the ranks before the
-// scales are updated, so both ranks cast with the scales a single rank accumulating both halves uses.
-// Each micro-batch's forward is the same on both sides; the gradient sums run in another order, so the
-// weights differ in their last bits, which an FP8 cast may round to the neighbouring value: the tolerance
-// is that of the FP32 runs.
+// fp8 over MPI: both ranks cast with the scales of one rank accumulating both halves (dist_run.h).
 TEST(DataParallel, Fp8TwoRanksCastWithTheScalesOfOneRankAccumulating) {
   SharedDir dir;
-  Config two = dist_run(dir, 4, 1);
-  two.precision.recipe = "fp8";
-  two.precision.fp8_backward = "e5m2";
-  two.precision.fp8_amax_history = 4;
-  Config one = two;
-  one.train.grad_accum_steps = 2;
-  one.log.run_dir = dir.file("one_rank" + std::to_string(world().rank()));
-  Trainer dp(two, config_to_yaml(two), &world());
-  Trainer ref(one, config_to_yaml(one));
-  std::mt19937 rng(7);  // the same stream on every rank
-  const int B = 4, T = two.train.seq_len, W = world().world_size(), r = world().rank();
-  const int64_t weight_values = fp8_weight_values(ref.model());
-  for (int step = 0; step < 5; ++step) {
-    std::vector<int32_t> all_in(static_cast<size_t>(W) * B * T), all_tg(all_in.size());
-    for (size_t i = 0; i < all_in.size(); ++i) {
-      all_in[i] = static_cast<int32_t>(rng() % 16);
-      all_tg[i] = static_cast<int32_t>(rng() % 16);
-    }
-    const size_t begin = static_cast<size_t>(r) * B * T;
-    const std::vector<int32_t> in(all_in.begin() + begin, all_in.begin() + begin + B * T),
-        tg(all_tg.begin() + begin, all_tg.begin() + begin + B * T);
-    const StepResult a = dp.train_step(in, tg);
-    const StepResult b = ref.train_step(all_in, all_tg);
-    EXPECT_EQ(a.fp8.scale_min, b.fp8.scale_min) << "step " << step;
-    EXPECT_EQ(a.fp8.scale_max, b.fp8.scale_max) << "step " << step;
-    EXPECT_EQ(a.fp8.amax_max, b.fp8.amax_max) << "step " << step;
-    // The activations' FP8 values add up alike; the FP8 weights are cast once per step by each rank,
-    // and once by the rank that accumulates both halves.
-    EXPECT_EQ(a.fp8.values, b.fp8.values + (W - 1) * weight_values) << "step " << step;
-    EXPECT_NEAR(a.loss, b.loss, kLossTolerance * b.loss) << "step " << step;
-  }
-  const double diff = relative_difference(dp.model().parameters_to_host(), ref.model().parameters_to_host());
-  std::printf("[rank %d] fp8 delayed e5m2, 2 ranks vs 1 rank K=2: weights differ by %.2e of their largest\n", r, diff);
-  EXPECT_LT(diff, kWeightTolerance);
+  expect_fp8_ranks_cast_like_one_rank(dir, dist_run(dir, 4, 1), 4, 5, "mpi", kLossTolerance, kWeightTolerance);
 }
 
 // K = 3 micro-batches: each gradient bucket is reduced exactly once per optimizer step (during the last
