@@ -7,23 +7,12 @@
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include <sys/resource.h>
 
 namespace gpt {
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-void usage(double& cpu_s, int64_t& preemptions) {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  cpu_s = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-  preemptions = u.ru_nivcsw;
-}
 
 std::string load_average() {
   std::ifstream in("/proc/loadavg");
@@ -33,6 +22,17 @@ std::string load_average() {
 }
 
 }  // namespace
+
+UsageReading read_process_usage() {
+  UsageReading reading;
+  reading.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  reading.cpu_s = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+                  1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  reading.preemptions = u.ru_nivcsw;
+  return reading;
+}
 
 bool shows_contention(const ContentionSample& window, int threads) {
   if (window.wall_s <= 0.0 || threads < 1) return false;
@@ -45,36 +45,31 @@ bool shows_contention(const ContentionSample& window, int threads) {
   return share < 0.8 && static_cast<double>(window.preemptions) / window.wall_s > 20.0;
 }
 
-ContentionMonitor::ContentionMonitor(int threads) : threads_(threads), wall_start_s_(now_s()) {
-  usage(cpu_start_s_, preemptions_start_);
-}
+ContentionMonitor::ContentionMonitor(int threads, std::function<UsageReading()> read_usage)
+    : threads_(threads), read_usage_(std::move(read_usage)), start_(read_usage_()) {}
 
 std::optional<std::string> ContentionMonitor::after_step() {
   if (warned_ || ++steps_ < kWindowSteps) return std::nullopt;
   // The window is wall-clock time, so what runs between steps (evaluation, samples, checkpoints) counts in
-  // both its time and its usage.
+  // both its time and its usage. A window too short to judge grows until it is long enough.
+  const UsageReading now = read_usage_();
   ContentionSample window;
-  const double wall_s = now_s();
-  double cpu_s = 0.0;
-  int64_t preemptions = 0;
-  usage(cpu_s, preemptions);
-  window.wall_s = wall_s - wall_start_s_;
-  window.cpu_s = cpu_s - cpu_start_s_;
-  window.preemptions = preemptions - preemptions_start_;
+  window.wall_s = now.wall_s - start_.wall_s;
+  if (window.wall_s < kMinWindowS) return std::nullopt;
+  window.cpu_s = now.cpu_s - start_.cpu_s;
+  window.preemptions = now.preemptions - start_.preemptions;
   steps_ = 0;
-  wall_start_s_ = wall_s;
-  cpu_start_s_ = cpu_s;
-  preemptions_start_ = preemptions;
+  start_ = now;
   spdlog::debug("cores: {} threads got {:.0f}% of their cores over {:.2f} s, {:.0f} preemptions a second", threads_,
                 100.0 * window.cpu_s / (window.wall_s * threads_), window.wall_s,
                 static_cast<double>(window.preemptions) / window.wall_s);
   if (!shows_contention(window, threads_)) return std::nullopt;
   warned_ = true;
   return fmt::format(
-      "the cores are shared: over the last {} steps this run's {} threads got {:.0f}% of their cores and were "
+      "the cores are shared: over the last {:.1f} s this run's {} threads got {:.0f}% of their cores and were "
       "preempted {:.0f} times a second{}. Steps are slower and uneven while other processes run; fewer threads "
       "(train.threads, or OMP_NUM_THREADS) than cores left free, or a quieter machine, give steadier steps",
-      kWindowSteps, threads_, 100.0 * window.cpu_s / (window.wall_s * threads_),
+      window.wall_s, threads_, 100.0 * window.cpu_s / (window.wall_s * threads_),
       static_cast<double>(window.preemptions) / window.wall_s, load_average());
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -20,20 +21,27 @@ struct ContentionSample {
 // preempted more than 20 times a second (an idle machine preempts a few times a second at most).
 bool shows_contention(const ContentionSample& window, int threads);
 
+// The process's usage since some fixed origin: `wall_s` on a steady clock, `cpu_s` and `preemptions` from
+// getrusage. The monitor judges the differences between two readings.
+using UsageReading = ContentionSample;
+UsageReading read_process_usage();
+
 class ContentionMonitor {
  public:
   static constexpr int kWindowSteps = 20;
-  explicit ContentionMonitor(int threads);
+  // A window is judged only once it spans this long: over a few milliseconds of fast steps, one preemption
+  // is already "hundreds a second" and the CPU clock's tick makes the share meaningless.
+  static constexpr double kMinWindowS = 1.0;
+  explicit ContentionMonitor(int threads, std::function<UsageReading()> read_usage = read_process_usage);
   // After each step: the warning, the first time a window shows contention.
   std::optional<std::string> after_step();
 
  private:
   int threads_;
+  std::function<UsageReading()> read_usage_;
   bool warned_ = false;
   int steps_ = 0;
-  double wall_start_s_ = 0.0;
-  double cpu_start_s_ = 0.0;
-  int64_t preemptions_start_ = 0;
+  UsageReading start_;
 };
 
 }  // namespace gpt
