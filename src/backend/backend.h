@@ -68,6 +68,10 @@ struct BackendCapabilities {
   // them, on top of reserved_device_bytes (the CPU's decode workspace): the plan adds them to a run whose
   // compute format is narrow.
   size_t narrow_matmul_workspace_bytes = 0;
+  // Whether the backend's device memory is the host's RAM (the CPU): then moving state to the host
+  // (memory.offload) frees nothing, the budget planner does not choose it, and the machine's memory check
+  // adds the ledger's device and host columns.
+  bool device_memory_is_host = false;
 };
 
 class Backend {

@@ -171,10 +171,12 @@ struct RecomputeConfig {
 
 struct MemoryConfig {
   std::string budget;
+  std::string offload = "none";
 
   template <class V>
   void visit(V& v) {
     v.field("budget", budget, "Memory budget such as 8GiB or 512MiB: choose the precision (bf16 for fp32, on backends that store it natively), micro-batch, accumulation steps and recompute mode that fit, keeping the global batch train.batch_size x train.grad_accum_steps (empty: use the config as given).");
+    v.choice("offload", offload, {"none", "optimizer"}, "optimizer: the FP32 master weights and the AdamW moments live in host memory and AdamW runs on the host's cores; the device keeps the weights the forward reads, the gradients and the activations. On the CPU backend host and device memory are one, so it saves nothing there and runs the same code path.");
   }
 };
 

@@ -300,6 +300,9 @@ void validate_config(const Config& config, const KeyOrigins& origins) {
     if (config.dist.zero != 0)
       c.fail("dist.zero", fmt::format("ZeRO stage {} with finetune.lora.rank > 0 is not supported", config.dist.zero),
              "use dist.zero: 0; the adapters' AdamW state is a few MiB, nothing to shard");
+    if (config.memory.offload != "none")
+      c.fail("memory.offload", fmt::format("{} with finetune.lora.rank > 0 is not supported", config.memory.offload),
+             "use memory.offload: none; the adapters' AdamW state is a few MiB, nothing to offload");
   }
 
   Config copy = config;

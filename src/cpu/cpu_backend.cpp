@@ -25,6 +25,7 @@ CpuBackend::~CpuBackend() = default;
 BackendCapabilities CpuBackend::capabilities() const {
   BackendCapabilities caps;
   caps.products_of_any_formats = true;
+  caps.device_memory_is_host = true;
   caps.narrow_matmul_workspace_bytes = matmul_workspace_.capacity_bytes();
   return caps;
 }

@@ -13,18 +13,24 @@ uint64_t MemoryLedger::activations() const {
 }
 
 std::string MemoryLedger::table() const {
+  const bool host = host_total() > 0;
   std::string s;
-  auto row = [&](const std::string& name, uint64_t bytes) { s += fmt::format("  {:<42} {:>12}\n", name, format_bytes(bytes)); };
-  row(frozen_weights > 0 ? "parameters: LoRA adapters (FP32)" : "parameters", parameters);
+  if (host) s += fmt::format("  {:<42} {:>12} {:>12}\n", "", "device", "host");
+  auto row = [&](const std::string& name, uint64_t bytes, uint64_t host_bytes = 0) {
+    s += host ? fmt::format("  {:<42} {:>12} {:>12}\n", name, format_bytes(bytes), format_bytes(host_bytes))
+              : fmt::format("  {:<42} {:>12}\n", name, format_bytes(bytes));
+  };
+  row(frozen_weights > 0 ? "parameters: LoRA adapters (FP32)" : host ? "parameters (FP32; on the host: the masters)" : "parameters",
+      parameters, host_parameters);
   if (frozen_weights > 0) row("parameters: frozen base (compute format)", frozen_weights);
   if (compute_weights > 0) row("parameters: compute copy (16/8-bit)", compute_weights);
-  row("gradients", gradients);
-  row("optimizer state (AdamW m, v)", optimizer);
+  row("gradients", gradients, host_gradients);
+  row("optimizer state (AdamW m, v)", optimizer, host_optimizer);
   for (int u = 0; u < kActivationUses; ++u) row(std::string("activations: ") + activation_use_name(static_cast<ActivationUse>(u)), activation[u]);
   if (adapter_scratch > 0) row("LoRA products scratch", adapter_scratch);
   row("communication buffers", communication);
   row("backend workspace", backend_workspace);
-  row("total", total());
+  row("total", total(), host_total());
   return s;
 }
 

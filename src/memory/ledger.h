@@ -27,12 +27,22 @@ struct MemoryLedger {
   // Held by the backend itself outside the arenas from its construction on: a GPU's matrix-product
   // workspace and op scratch (0 on the CPU).
   uint64_t backend_workspace = 0;
+  // The host column: bytes a component keeps in host memory beside (or instead of) the device bytes above.
+  // Non-zero under memory.offload: optimizer, where the FP32 masters (host_parameters), the gradients' host
+  // copy AdamW reads (host_gradients, in precision.grad_dtype) and the AdamW moments (host_optimizer, while
+  // the device's `optimizer` is 0) live in host memory. On a backend whose device memory is the host's
+  // (the CPU) both columns are the same RAM and a check of the machine adds them.
+  uint64_t host_parameters = 0;
+  uint64_t host_gradients = 0;
+  uint64_t host_optimizer = 0;
   uint64_t activations() const;
+  // Device bytes: what a device budget (memory.budget) and the arenas on the device hold.
   uint64_t total() const {
     return parameters + frozen_weights + compute_weights + gradients + optimizer + activations() + adapter_scratch +
            communication + backend_workspace;
   }
-  // One line per component.
+  uint64_t host_total() const { return host_parameters + host_gradients + host_optimizer; }
+  // One line per component: its device bytes, and its host bytes when any component has some.
   std::string table() const;
 };
 

@@ -24,16 +24,20 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
   if (!backend.attention_keeps_probs)
     out += "attention is fused: each block keeps one log-sum-exp per head and row instead of the probabilities,\n"
            "so selective recomputation of attention saves no memory and reruns nothing (its row equals none's).\n\n";
-  out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9}{}\n", "recompute", "params", "grads", "optimizer",
-                     "activations", "total", "extra fwd", budget ? "  fits " + format_bytes(*budget) : "");
+  // Under memory.offload the rows are device bytes and one more column says what the host holds.
+  const bool offload = config.memory.offload != "none";
+  out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11}{} {:>9}{}\n", "recompute", "params", "grads", "optimizer",
+                     "activations", "total", offload ? fmt::format(" {:>11}", "host") : "", "extra fwd",
+                     budget ? "  fits " + format_bytes(*budget) : "");
   for (const RecomputePolicy& p : rows) {
     const MemoryLedger l = ledger_for(config, p, B, backend);
     const StepFlops f = step_flops(m, B, T, p, backend.attention_keeps_probs);
     const bool is_configured = p.describe() == configured.describe();
-    out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.1f}%{}\n",
+    out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11}{} {:>8.1f}%{}\n",
                        (is_configured ? "* " : "  ") + p.describe(), format_bytes(l.parameters + l.frozen_weights + l.compute_weights),
                        format_bytes(l.gradients), format_bytes(l.optimizer), format_bytes(l.activations()),
-                       format_bytes(l.total()), 100.0 * f.overhead(),
+                       format_bytes(l.total()), offload ? fmt::format(" {:>11}", format_bytes(l.host_total())) : "",
+                       100.0 * f.overhead(),
                        budget ? (l.total() <= *budget ? "  yes" : "  no") : "");
   }
   const MemoryLedger ledger = ledger_for(config, configured, B, backend);
@@ -58,6 +62,10 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
     row("activations (+ LoRA scratch)", ledger.activations() + ledger.adapter_scratch, f.activations());
     row("total", ledger.total(), f.total());
   }
+  if (offload)
+    out += "\nmemory.offload: optimizer: the FP32 masters, a host copy of the gradients and the AdamW moments live in\n"
+           "host memory (the host column) and AdamW runs on the host; the device keeps its FP32 weights, the compute\n"
+           "copy, the gradients and the activations, and every device column and total leaves the optimizer out.\n";
   out += "\nextra fwd: forward FLOPs recomputed per step as a share of a plain step (forward + backward),\n"
          "counting matrix products and attention; GELU and LayerNorm recomputation cost no such FLOPs.\n";
   if (ledger.backend_workspace > 0)

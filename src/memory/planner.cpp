@@ -40,6 +40,15 @@ MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int
                                                  precision.compute(), precision.gradient())
                                  .total_bytes();
   }
+  if (config.memory.offload == "optimizer") {
+    // The host holds the FP32 masters AdamW updates, a copy of the gradients it reads and the moments; the
+    // device keeps its FP32 weights (the forward's weights in fp32, what the compute copy is cast from
+    // otherwise), the gradients and the activations, and no optimizer state.
+    ledger.host_parameters = ledger.parameters;
+    ledger.host_gradients = ledger.gradients;
+    ledger.host_optimizer = ledger.optimizer;
+    ledger.optimizer = 0;
+  }
   return ledger;
 }
 
@@ -87,42 +96,58 @@ MemoryChoice choose_memory_plan(const Config& config, uint64_t budget, const Bac
   // loss scaling), so it is tried first at each micro-batch size; the configured recipe still wins a tie.
   std::vector<std::string> recipes = {config.precision.recipe};
   if (backend.stores_low_precision && config.precision.recipe == "fp32") recipes.push_back("bf16");
+  // Offloading moves the optimizer's work to the host's cores and its traffic over the host link every step, so
+  // it comes last, after every choice that keeps the state on the device; where the device memory is the host's
+  // it frees nothing and is not a choice.
+  std::vector<std::string> offloads = {config.memory.offload};
+  if (config.memory.offload == "none" && !backend.device_memory_is_host && !config.finetune.lora())
+    offloads.push_back("optimizer");
   MemoryChoice smallest;
   bool have_smallest = false;
-  for (const RecomputePolicy& policy : order) {
-    for (int b = sequences; b >= 1; --b) {
-      if (sequences % b != 0) continue;
-      for (const std::string& recipe : recipes) {
-        Config candidate = config;
-        candidate.precision.recipe = recipe;
-        MemoryLedger ledger = ledger_for(candidate, policy, b, backend);
-        if (ledger.total() <= budget) {
-          MemoryChoice c{b, sequences / b, policy, recipe, ledger, ""};
-          const std::string why =
-              policy.mode != RecomputeMode::None
-                  ? "no micro-batch fits without recomputing, so the cheapest recomputation that fits was chosen"
-              : b < sequences ? "a smaller micro-batch with more accumulation fits without recomputation"
-              : recipe != config.precision.recipe
-                  ? fmt::format("the configured batch fits in {} but not in {}", recipe, config.precision.recipe)
-                  : "the configured batch fits as it is";
-          c.reason = fmt::format("memory.budget {}: micro-batch {} x {} accumulated {} times, precision {}, recompute {} "
-                                 "needs {}; {}",
-                                 format_bytes(budget), b, config.train.seq_len, c.grad_accum_steps, recipe,
-                                 policy.describe(), format_bytes(ledger.total()), why);
-          return c;
-        }
-        if (!have_smallest || ledger.total() < smallest.ledger.total()) {
-          smallest = MemoryChoice{b, sequences / b, policy, recipe, ledger, ""};
-          have_smallest = true;
+  for (const std::string& offload : offloads) {
+    for (const RecomputePolicy& policy : order) {
+      for (int b = sequences; b >= 1; --b) {
+        if (sequences % b != 0) continue;
+        for (const std::string& recipe : recipes) {
+          Config candidate = config;
+          candidate.precision.recipe = recipe;
+          candidate.memory.offload = offload;
+          MemoryLedger ledger = ledger_for(candidate, policy, b, backend);
+          if (ledger.total() <= budget) {
+            MemoryChoice c{b, sequences / b, policy, recipe, offload, ledger, ""};
+            const std::string why =
+                offload != config.memory.offload
+                    ? "nothing fits with the optimizer on the device, so its FP32 masters and AdamW moments were "
+                      "offloaded to host memory"
+                : policy.mode != RecomputeMode::None
+                    ? "no micro-batch fits without recomputing, so the cheapest recomputation that fits was chosen"
+                : b < sequences ? "a smaller micro-batch with more accumulation fits without recomputation"
+                : recipe != config.precision.recipe
+                    ? fmt::format("the configured batch fits in {} but not in {}", recipe, config.precision.recipe)
+                    : "the configured batch fits as it is";
+            c.reason = fmt::format("memory.budget {}: micro-batch {} x {} accumulated {} times, precision {}, recompute "
+                                   "{}, offload {} needs {}{}; {}",
+                                   format_bytes(budget), b, config.train.seq_len, c.grad_accum_steps, recipe,
+                                   policy.describe(), offload, format_bytes(ledger.total()),
+                                   ledger.host_total() > 0 ? " on the device and " + format_bytes(ledger.host_total()) +
+                                                                 " on the host"
+                                                           : "",
+                                   why);
+            return c;
+          }
+          if (!have_smallest || ledger.total() < smallest.ledger.total()) {
+            smallest = MemoryChoice{b, sequences / b, policy, recipe, offload, ledger, ""};
+            have_smallest = true;
+          }
         }
       }
     }
   }
   GPT_FAIL("memory.budget: {} is below the smallest plan for this model and global batch, which needs {} "
-           "(micro-batch {} accumulated {} times, precision {}, recompute {}); raise memory.budget to at least {} or "
-           "shrink the model",
+           "(micro-batch {} accumulated {} times, precision {}, recompute {}, offload {}); raise memory.budget to at "
+           "least {} or shrink the model",
            format_bytes(budget), format_bytes(smallest.ledger.total()), smallest.batch_size, smallest.grad_accum_steps,
-           smallest.recipe, smallest.policy.describe(), format_bytes(smallest.ledger.total()));
+           smallest.recipe, smallest.policy.describe(), smallest.offload, format_bytes(smallest.ledger.total()));
 }
 
 }  // namespace gpt

@@ -1,7 +1,9 @@
 // Fitting a run into a memory budget (memory.budget): keep the global batch, and choose in this order:
 // a lower precision (bf16 for an fp32 run, on a backend that stores narrow formats at their size); then
 // accumulation with the largest micro-batch that fits and no recomputation; then selective
-// recomputation; then full recomputation with the smallest segment length k that fits.
+// recomputation; then full recomputation with the smallest segment length k that fits; and only when none of
+// these fits, the same order again with the optimizer offloaded to host memory (memory.offload: optimizer), on a
+// backend whose device memory is not the host's.
 #pragma once
 
 #include "backend/backend.h"
@@ -18,6 +20,7 @@ struct MemoryChoice {
   int grad_accum_steps = 1;
   RecomputePolicy policy;
   std::string recipe;  // precision.recipe: the configured one, or bf16 when lowering it was needed
+  std::string offload;  // memory.offload: the configured one, or optimizer when nothing fitted without it
   MemoryLedger ledger;
   std::string reason;
 };

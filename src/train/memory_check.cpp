@@ -24,16 +24,30 @@ std::optional<HostMemory> host_memory() {
   return m;
 }
 
-void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory& host) {
-  GPT_CHECK(ledger.total() <= host.available,
-            "the run needs {} (parameters {}, gradients {}, AdamW {}, activations {}{}{}), more than the {} this machine "
-            "has available ({} in all); make the model or train.batch_size smaller, or set recompute.mode: full or a "
-            "memory.budget (gpt-train plan CONFIG shows each choice's memory)",
-            format_bytes(ledger.total()), format_bytes(ledger.parameters + ledger.compute_weights),
-            format_bytes(ledger.gradients), format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
-            ledger.communication > 0 ? ", communication " + format_bytes(ledger.communication) : "",
-            ledger.backend_workspace > 0 ? ", backend workspace " + format_bytes(ledger.backend_workspace) : "",
-            format_bytes(host.available), format_bytes(host.total));
+void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory& host, bool device_memory_is_host) {
+  const uint64_t needed = ledger.host_total() + (device_memory_is_host ? ledger.total() : 0);
+  if (needed <= host.available) return;
+  const std::string offloaded =
+      ledger.host_total() > 0
+          ? fmt::format("memory.offload: optimizer keeps {} on the host (FP32 masters {}, gradients {}, AdamW {})",
+                        format_bytes(ledger.host_total()), format_bytes(ledger.host_parameters),
+                        format_bytes(ledger.host_gradients), format_bytes(ledger.host_optimizer))
+          : "";
+  if (!device_memory_is_host)
+    GPT_FAIL("the run needs {} of host memory: {}, more than the {} this machine has available ({} in all); set "
+             "memory.offload: none where the device can hold the optimizer, shard it over more ranks (dist.zero: 1), "
+             "or make the model smaller",
+             format_bytes(needed), offloaded, format_bytes(host.available), format_bytes(host.total));
+  GPT_FAIL("the run needs {} (parameters {}, gradients {}, AdamW {}, activations {}{}{}{}), more than the {} this machine "
+           "has available ({} in all); make the model or train.batch_size smaller, or set recompute.mode: full or a "
+           "memory.budget (gpt-train plan CONFIG shows each choice's memory){}",
+           format_bytes(needed), format_bytes(ledger.parameters + ledger.compute_weights), format_bytes(ledger.gradients),
+           format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
+           ledger.communication > 0 ? ", communication " + format_bytes(ledger.communication) : "",
+           ledger.backend_workspace > 0 ? ", backend workspace " + format_bytes(ledger.backend_workspace) : "",
+           offloaded.empty() ? "" : "; " + offloaded, format_bytes(host.available), format_bytes(host.total),
+           offloaded.empty() ? "" : "; on this backend host and device memory are one, so memory.offload saves nothing: "
+                                    "set memory.offload: none");
 }
 
 PlannedVsMeasured compare_with_ledger(const MemoryLedger& planned, const MeasuredMemory& measured) {

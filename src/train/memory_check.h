@@ -21,9 +21,10 @@ struct HostMemory {
 // From /proc/meminfo; nullopt where it cannot be read.
 std::optional<HostMemory> host_memory();
 
-// Throws, naming what the run needs by component and what the machine has, when the ledger's total is more
-// than the memory available.
-void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory& host);
+// Throws, naming what the run needs by component and what the machine has, when the host memory the ledger
+// plans is more than the memory available: its host column (memory.offload), plus its device column on a
+// backend whose device memory is the host's (BackendCapabilities::device_memory_is_host).
+void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory& host, bool device_memory_is_host);
 
 // The first step's check of the ledger: one line per measured component (activations, backend
 // workspace) and one for their sum, each planned beside measured; equal when every line agrees.

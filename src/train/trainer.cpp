@@ -128,13 +128,14 @@ RecomputePolicy Trainer::plan() {
     config_.train.batch_size = choice.batch_size;
     config_.train.grad_accum_steps = choice.grad_accum_steps;
     config_.recompute = recompute_config(choice.policy, config_.model.n_layer);
+    config_.memory.offload = choice.offload;
     policy = choice.policy;
     config_yaml_ = config_to_yaml(config_);
   }
   recipe_ = precision_recipe(config_.precision);
   recipe_.validate(config_.model.n_layer);
-  if (backend_->name() == "cpu")
-    if (const auto host = host_memory()) check_fits_host_memory(ledger_for(config_, policy, t.batch_size, backend), *host);
+  if (const auto host = host_memory())
+    check_fits_host_memory(ledger_for(config_, policy, t.batch_size, backend), *host, backend.device_memory_is_host);
   return policy;
 }
 

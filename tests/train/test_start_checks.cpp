@@ -41,8 +41,8 @@ TEST(StartChecks, ARunLargerThanTheMachineIsRefusedByComponentBeforeAllocating) 
   MemoryLedger ledger;
   ledger.parameters = 3u << 20;
   ledger.optimizer = 6u << 20;
-  check_fits_host_memory(ledger, {64u << 20, 32u << 20});
-  EXPECT_NE(error_message([&] { check_fits_host_memory(ledger, {64u << 20, 8u << 20}); })
+  check_fits_host_memory(ledger, {64u << 20, 32u << 20}, true);
+  EXPECT_NE(error_message([&] { check_fits_host_memory(ledger, {64u << 20, 8u << 20}, true); })
                 .find("the run needs 9.0 MiB (parameters 3.0 MiB, gradients 0 B, AdamW 6.0 MiB"),
             std::string::npos);
 }
