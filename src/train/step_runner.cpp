@@ -29,7 +29,8 @@ void resolve_accumulation(TrainConfig& tc, int ranks) {
 
 StepRunner::StepRunner(const Config& config, GPT& model, DataParallel& dp, AdamW& optimizer, LossScaler* scaler)
     : config_(config), model_(model), dp_(dp), optimizer_(optimizer), scaler_(scaler),
-      reduce_hook_([this](int block) { dp_.gradients_ready(block); }) {}
+      reduce_hook_([this](int block) { dp_.gradients_ready(block); }),
+      offload_hook_([this](int block) { optimizer_.stage_gradients(block, model_.gradient_arena()); }) {}
 
 StepResult StepRunner::run(int64_t step, std::span<const int32_t> inputs, std::span<const int32_t> targets) {
   const TrainConfig& t = config_.train;
@@ -54,6 +55,7 @@ StepResult StepRunner::run(int64_t step, std::span<const int32_t> inputs, std::s
   const float dloss = static_cast<float>(loss_scale / static_cast<double>(r.target_tokens));
 
   model_.zero_grads();
+  optimizer_.forget_staged_gradients();
   double loss_sum = 0.0;
   for (int k = 0; k < t.grad_accum_steps; ++k) {
     // Rank r's micro-batch k holds the samples that micro-batch k W + r would hold on one rank accumulating
@@ -63,9 +65,14 @@ StepResult StepRunner::run(int64_t step, std::span<const int32_t> inputs, std::s
     model_.forward(inputs.subspan(k * micro, micro), targets.subspan(k * micro, micro), t.batch_size, t.seq_len, ctx,
                    dloss);
     loss_sum += model_.loss_sum();
-    // Gradients are reduced once per step: bucket by bucket during the last micro-batch's backward.
-    if (k + 1 == t.grad_accum_steps && config_.dist.overlap && dp_.world_size() > 1)
+    // Gradients are reduced once per step: bucket by bucket during the last micro-batch's backward. On one
+    // rank an offloaded optimizer takes each block's gradients to the host there instead; over several ranks
+    // they are final only once reduced, and the update copies them.
+    const bool last = k + 1 == t.grad_accum_steps;
+    if (last && config_.dist.overlap && dp_.world_size() > 1)
       model_.backward(ctx, reduce_hook_);
+    else if (last && optimizer_.offloaded() && dp_.world_size() == 1)
+      model_.backward(ctx, offload_hook_);
     else
       model_.backward(ctx);
   }
@@ -106,6 +113,7 @@ StepResult StepRunner::run(int64_t step, std::span<const int32_t> inputs, std::s
     r.applied = false;
   } else {
     dp_.optimizer_step(optimizer_, r.lr, grad_scale);
+    if (optimizer_.offloaded()) r.host_optimizer_ms = optimizer_.last_host_ms();
   }
   model_.backend().synchronize();
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

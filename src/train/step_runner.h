@@ -27,6 +27,9 @@ struct StepResult {
   double lr = 0.0;
   int64_t target_tokens = 0;  // tokens whose target counted
   double ms = 0.0;
+  // memory.offload: optimizer: the part of ms the update spent on the host (gradient copies, AdamW, the
+  // weights' write-back), during which the device waits; 0 otherwise.
+  double host_optimizer_ms = 0.0;
   // Set when the loss or gradient norm was NaN/Inf: what went non-finite first (see nonfinite.h). With
   // train.on_nonfinite: skip the step counts but applied is false; with stop the step does not count either.
   std::string nonfinite;
@@ -64,6 +67,7 @@ class StepRunner {
   AdamW& optimizer_;
   LossScaler* scaler_;
   std::function<void(int)> reduce_hook_;  // GPT::backward's hook in the last micro-batch of a step
+  std::function<void(int)> offload_hook_;  // the same on one rank with an offloaded optimizer
 };
 
 }  // namespace gpt

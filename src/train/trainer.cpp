@@ -163,9 +163,25 @@ void Trainer::build(const RecomputePolicy& policy) {
     for (int r = 0; r < world; ++r)
       spdlog::info("  rank {}: local rank {} of {}, {} threads", r, where[3 * r], where[3 * r + 1], where[3 * r + 2]);
   }
-  optimizer_ = dp_->zero_stage() == 1 ? std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_,
-                                                                  dp_->optimizer_ranges())
-                                      : std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_);
+  if (config_.memory.offload == "optimizer") {
+    // The host side of the offloaded optimizer: on the CPU backend the backend itself (host and device memory
+    // are one; the same code path runs), elsewhere a CPU backend of its own for the host's cores. With ZeRO-1
+    // the ranges, and so the host state, are this rank's shard; its gradients arrive reduce-scattered, in the
+    // buckets' format, the masters' (F32).
+    Backend* host = backend_.get();
+    if (!backend_planned_.device_memory_is_host) {
+      host_backend_ = make_backend(BackendKind::Cpu, {threads_per_rank(t.threads, comm_->local_size()), false,
+                                                      AttentionKind::Materialised, -1});
+      host = host_backend_.get();
+    }
+    const DType grad_dtype = dp_->zero_stage() == 1 ? DType::F32 : model_->gradient_arena().layout().buffer(0).dtype;
+    optimizer_ = std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_, dp_->optimizer_ranges(),
+                                         *host, grad_dtype);
+  } else {
+    optimizer_ = dp_->zero_stage() == 1 ? std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_,
+                                                                    dp_->optimizer_ranges())
+                                        : std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_);
+  }
   step_runner_ = std::make_unique<StepRunner>(config_, *model_, *dp_, *optimizer_, scaler_ ? &*scaler_ : nullptr);
   tokenizer_ = make_tokenizer(config_.data.tokenizer, config_.data.tokenizer_path);
 
@@ -265,15 +281,16 @@ void Trainer::log_start() const {
   const TrainConfig& t = config_.train;
   spdlog::debug("resolved configuration:\n{}", config_yaml_);
   const int world = comm_->world_size();
-  MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size, backend_planned_);
-  if (world > 1) {
-    if (dp_->zero_stage() == 1)
-      spdlog::info("ZeRO-1: this rank keeps AdamW state for {} of {} parameters: {} instead of {}",
-                   optimizer_->num_elements(), model_->num_parameters(), format_bytes(optimizer_->state_bytes()),
-                   format_bytes(ledger.optimizer));
-    ledger.optimizer = optimizer_->state_bytes();
-    ledger.communication = dp_->buffer_bytes();
-  }
+  const MemoryLedger ledger = rank_ledger();
+  if (world > 1 && dp_->zero_stage() == 1)
+    spdlog::info("ZeRO-1: this rank keeps AdamW state for {} of {} parameters: {} instead of {}{}",
+                 optimizer_->num_elements(), model_->num_parameters(), format_bytes(optimizer_->state_bytes()),
+                 format_bytes(2 * ledger.parameters), optimizer_->offloaded() ? ", in host memory" : "");
+  if (optimizer_->offloaded())
+    spdlog::info("memory.offload: optimizer: {} in host memory (FP32 masters {}, gradients' copy {}, AdamW {}); AdamW "
+                 "runs on the host",
+                 format_bytes(ledger.host_total()), format_bytes(ledger.host_parameters),
+                 format_bytes(ledger.host_gradients), format_bytes(ledger.host_optimizer));
   const std::string ledger_text =
       fmt::format("memory ledger (recompute {}, precision {}), planned before allocation:\n{}",
                   model_->activation_plan().policy.describe(), config_.precision.recipe, ledger.table());
@@ -300,6 +317,22 @@ void Trainer::log_start() const {
                ledger.backend_workspace > 0 ? ", backend workspace " + format_bytes(ledger.backend_workspace) : "",
                config_.precision.recipe, model_->activation_plan().policy.describe());
   spdlog::info("run directory: {} (config.yaml, ledger.txt, metrics.jsonl, checkpoints/)", config_.log.run_dir);
+}
+
+MemoryLedger Trainer::rank_ledger() const {
+  MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, config_.train.batch_size, backend_planned_);
+  if (comm_->world_size() > 1) {
+    // This rank's optimizer state (a ZeRO-1 shard) and the data-parallel buffers, which the config alone does not give.
+    ledger.communication = dp_->buffer_bytes();
+    if (optimizer_->offloaded()) {
+      ledger.host_optimizer = optimizer_->state_bytes();
+      ledger.host_parameters = optimizer_->host_master_bytes();
+      ledger.host_gradients = optimizer_->host_gradient_bytes();
+    } else {
+      ledger.optimizer = optimizer_->state_bytes();
+    }
+  }
+  return ledger;
 }
 
 StepResult Trainer::train_step(std::span<const int32_t> inputs, std::span<const int32_t> targets) {
@@ -444,14 +477,13 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
     if (measure) {
       const MeasuredMemory measured = measure_step_memory(model_->activation_arena(), *backend_);
       summary.measured_activation_bytes = measured.activations;
-      MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, t.batch_size, backend_planned_);
+      const MemoryLedger ledger = rank_ledger();
       const PlannedVsMeasured check = compare_with_ledger(ledger, measured);
       for (const std::string& line : check.lines) {
         if (check.equal) spdlog::debug("{}", line);
         else spdlog::warn("{}", line);
       }
       if (metrics_) {
-        if (dp_->world_size() > 1) ledger.optimizer = optimizer_->state_bytes(), ledger.communication = dp_->buffer_bytes();
         metrics_->write(JsonLine().add("step", r.step).add("memory_planned_bytes", static_cast<int64_t>(ledger.total()))
                             .add("activations_planned_bytes", static_cast<int64_t>(model_->activation_plan().total_bytes()))
                             .add("activations_measured_bytes", static_cast<int64_t>(measured.activations)));

@@ -10,6 +10,7 @@
 #include "dist/data_parallel.h"
 #include "io/checkpoint.h"
 #include "io/lora_adapters.h"
+#include "memory/ledger.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "precision/recipe.h"
@@ -72,6 +73,8 @@ class Trainer {
   void build(const RecomputePolicy& policy);
   void resume();
   void log_start() const;
+  // The ledger of this rank: the config's, with the data-parallel buffers and this rank's optimizer state.
+  MemoryLedger rank_ledger() const;
   // Refuses to resume LoRA adapters onto a base other than the one they were trained on.
   void check_lora_base(const CheckpointState& state, const std::string& dir) const;
   // The loader position defaults to the current one; a stop on a non-finite step saves the position
@@ -98,6 +101,7 @@ class Trainer {
   // The backend's own communicator (NCCL). Destroyed before the buffers its collectives use (dp_'s, the
   // model's) and before the backend: it drains or aborts its collectives first.
   std::unique_ptr<Communicator> device_comm_;
+  std::unique_ptr<Backend> host_backend_;  // memory.offload where the device is not the host: AdamW's backend
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<StepRunner> step_runner_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
