@@ -122,6 +122,7 @@ void AdamW::stage_gradients(int block, Arena& grads) {
 void AdamW::forget_staged_gradients() { std::fill(staged_blocks_.begin(), staged_blocks_.end(), 0); }
 
 void AdamW::host_update(size_t i, const Tensor& params, const Tensor& grads, double lr, double grad_scale) {
+  if (ranges_[i].count == 0) return;
   Tensor masters = host_masters_->tensor(i), host_grads = host_grads_->tensor(i);
   GPT_CHECK(grads.dtype == host_grads.dtype && grads.numel() == host_grads.numel(),
             "offloaded AdamW: range {} has {} {} gradients, its host copy holds {} {}", i, grads.numel(),

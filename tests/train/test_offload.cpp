@@ -1,0 +1,223 @@
+// Optimizer offload (memory.offload: optimizer) on the CPU backend, where host and device memory are one and
+// the offloaded optimizer runs the same host-AdamW code path it runs beside a GPU:
+//   - an offloaded run equals the same run without offload bit for bit (losses and weights) over 5 steps,
+//     with and without accumulation, in fp32 and in bf16 with BF16 gradients (the host copy in BF16);
+//   - resuming an offloaded run from its checkpoint equals the uninterrupted run;
+//   - AdamW's offloaded update over ranges (a ZeRO-1 shard) and with gradients staged block by block
+//     equals the update on the device;
+//   - the ledger's host column, the planner choosing offload last (and never where device memory is the
+//     host's), and the host-memory check refusing a run that cannot fit, on an injected host-memory figure.
+#include "config/config_loader.h"
+#include "core/random.h"
+#include "memory/plan_report.h"
+#include "memory/planner.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+#include "synthetic_run.h"
+#include "train/memory_check.h"
+#include "train/trainer.h"
+
+#include <gtest/gtest.h>
+
+namespace gpt::test {
+namespace {
+
+const std::vector<uint16_t> kPattern = {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10};
+
+struct RunOutcome {
+  std::map<int64_t, double> losses;
+  std::vector<float> weights;
+};
+
+RunOutcome train(const Config& c) {
+  Trainer t(c, config_to_yaml(c));
+  EXPECT_EQ(t.optimizer().offloaded(), c.memory.offload == "optimizer");
+  t.run();
+  return {logged_losses(c.log.run_dir), t.model().parameters_to_host()};
+}
+
+TEST(Offload, OffloadedRunEqualsTheRunWithoutOffloadBitwise) {
+  TempDir dir;
+  const Config base = synthetic_run(dir, kPattern, 30000, false);
+  struct Variant {
+    std::string recipe, grad_dtype;
+    int accumulation;
+  };
+  for (const Variant& v : {Variant{"fp32", "fp32", 1}, Variant{"fp32", "fp32", 2}, Variant{"bf16", "bf16", 2}}) {
+    SCOPED_TRACE(v.recipe + " grads " + v.grad_dtype + " accumulation " + std::to_string(v.accumulation));
+    Config c = base;
+    c.model.dropout = 0.1;
+    c.train.steps = 5;
+    c.train.batch_size = 8 / v.accumulation;
+    c.train.grad_accum_steps = v.accumulation;
+    c.optim.grad_clip = 0.5;  // clipping active: the offloaded update must see the same norm
+    c.precision.recipe = v.recipe;
+    c.precision.grad_dtype = v.grad_dtype;
+    const std::string tag = v.recipe + "_" + std::to_string(v.accumulation);
+    c.log.run_dir = dir.file("plain_" + tag);
+    const RunOutcome plain = train(c);
+    c.memory.offload = "optimizer";
+    c.log.run_dir = dir.file("offload_" + tag);
+    const RunOutcome offloaded = train(c);
+    ASSERT_EQ(plain.losses.size(), 5u);
+    EXPECT_EQ(offloaded.losses, plain.losses);
+    EXPECT_EQ(offloaded.weights, plain.weights);
+  }
+}
+
+TEST(Offload, ResumeOfAnOffloadedRunEqualsTheUninterruptedRun) {
+  TempDir dir;
+  Config c = synthetic_run(dir, kPattern, 30000, false);
+  c.model.dropout = 0.1;
+  c.train.steps = 6;
+  c.memory.offload = "optimizer";
+  Trainer straight(c, config_to_yaml(c));
+  straight.run();
+  Config first = c;
+  first.train.steps = 3;
+  first.log.run_dir = dir.file("resumed");
+  { Trainer(first, config_to_yaml(first)).run(); }
+  Config second = first;
+  second.train.steps = 6;
+  second.train.resume = true;
+  Trainer resumed(second, config_to_yaml(second));
+  EXPECT_EQ(resumed.step(), 3);
+  resumed.run();
+  EXPECT_EQ(resumed.model().parameters_to_host(), straight.model().parameters_to_host());
+  EXPECT_EQ(logged_losses(second.log.run_dir), logged_losses(c.log.run_dir));
+}
+
+// Random gradients into two models from the same weights: one updated by AdamW on the device (the CPU
+// backend here), the other offloaded, once with gradients staged block by block as backward's hook would,
+// and over ranges cut at odd points as a ZeRO-1 shard is.
+TEST(Offload, OffloadedAdamWEqualsTheDeviceUpdateOverShardsAndStagedBlocks) {
+  auto backend = make_backend(BackendKind::Cpu, {1});
+  auto host = make_backend(BackendKind::Cpu, {1});
+  const ModelConfig m = tiny_model(16, 3, 16, 2, 8);
+  GPT a(m, 2, 8, *backend), b(m, 2, 8, *backend);
+  a.init_weights(5);
+  b.init_weights(5);
+  const ParameterLayout& layout = a.parameter_layout();
+  OptimConfig config;
+  config.weight_decay = 0.1;
+  std::vector<ParamRange> every_tensor, shard;
+  for (size_t i = 0; i < layout.specs().size(); ++i) {
+    const auto n = static_cast<int64_t>(layout.arena_layout().buffer(i).bytes / 4);
+    every_tensor.push_back({i, 0, n});
+    shard.push_back({i, n / 3, n - n / 3 - 1});
+  }
+  for (const bool whole : {true, false}) {
+    SCOPED_TRACE(whole ? "every tensor, staged per block" : "a shard");
+    const std::vector<ParamRange>& ranges = whole ? every_tensor : shard;
+    AdamW device(config, layout, *backend, ranges);
+    AdamW offloaded(config, layout, *backend, ranges, *host, DType::F32);
+    EXPECT_TRUE(offloaded.offloaded());
+    EXPECT_EQ(offloaded.state_bytes(), device.state_bytes());
+    EXPECT_EQ(offloaded.host_master_bytes(), device.state_bytes() / 2);
+    HostRng rng(11, whole ? 1 : 2);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> grads(a.gradient_arena().layout().total_bytes() / 4);
+      for (float& g : grads) g = static_cast<float>(rng.uniform() - 0.5);
+      for (GPT* model : {&a, &b})
+        backend->copy_to_device(model->gradient_arena().base(), grads.data(), grads.size() * 4);
+      device.step(a.parameter_arena(), a.gradient_arena(), 1e-2, 0.7);
+      if (whole)
+        for (int block = m.n_layer - 1; block >= -1; --block) offloaded.stage_gradients(block, b.gradient_arena());
+      // Poisoned device gradients: the staged copies, not these, must be what the update reads.
+      if (whole) backend->fill({b.gradient_arena().tensor(0), std::nanf("")});
+      offloaded.step(b.parameter_arena(), b.gradient_arena(), 1e-2, 0.7);
+      EXPECT_EQ(a.parameters_to_host(), b.parameters_to_host()) << "step " << step;
+    }
+    EXPECT_EQ(offloaded.state_to_host(), device.state_to_host());
+  }
+}
+
+Config planned_run() {
+  Config c;
+  c.model = tiny_model(64, 4, 64, 4, 32);
+  c.train.batch_size = 4;
+  c.train.seq_len = 32;
+  return c;
+}
+
+TEST(Offload, TheLedgerPutsMastersGradientCopyAndMomentsInTheHostColumn) {
+  const Config plain = planned_run();
+  Config offloaded = plain;
+  offloaded.memory.offload = "optimizer";
+  BackendCapabilities gpu;
+  gpu.device_memory_is_host = false;
+  const RecomputePolicy none = resolve_recompute(plain.recompute, plain.model.n_layer);
+  const MemoryLedger p = ledger_for(plain, none, 4, gpu), o = ledger_for(offloaded, none, 4, gpu);
+  EXPECT_EQ(p.host_total(), 0u);
+  EXPECT_EQ(o.optimizer, 0u);
+  EXPECT_EQ(o.host_optimizer, p.optimizer);
+  EXPECT_EQ(o.host_parameters, p.parameters);
+  EXPECT_EQ(o.host_gradients, p.gradients);
+  EXPECT_EQ(o.parameters, p.parameters);
+  EXPECT_EQ(o.total(), p.total() - p.optimizer);
+  EXPECT_EQ(o.host_total(), p.parameters + p.gradients + p.optimizer);
+  EXPECT_NE(o.table().find("host"), std::string::npos) << o.table();
+  EXPECT_EQ(p.table().find("host"), std::string::npos) << p.table();
+  EXPECT_NE(plan_report(offloaded, std::nullopt, gpu).find("memory.offload: optimizer"), std::string::npos);
+}
+
+TEST(Offload, TheBudgetPlannerOffloadsOnlyWhenNothingElseFitsAndNeverWhereDeviceMemoryIsTheHosts) {
+  Config c = planned_run();
+  c.train.grad_accum_steps = 1;
+  BackendCapabilities gpu;
+  gpu.device_memory_is_host = false;
+  gpu.stores_low_precision = false;  // keep precision out of it: fp32 weights, gradients and moments
+  // Below the smallest plan that keeps AdamW on the device (micro-batch 1, full recomputation with the best
+  // segment length) by less than the moments.
+  MemoryLedger smallest;
+  for (int k = 1; k <= c.model.n_layer; ++k) {
+    RecomputePolicy full;
+    full.mode = RecomputeMode::Full;
+    full.every = k;
+    full.layers = c.model.n_layer;
+    const MemoryLedger l = ledger_for(c, full, 1, gpu);
+    if (k == 1 || l.total() < smallest.total()) smallest = l;
+  }
+  const uint64_t budget = smallest.total() - smallest.optimizer / 2;
+  const MemoryChoice choice = choose_memory_plan(c, budget, gpu);
+  EXPECT_EQ(choice.offload, "optimizer");
+  EXPECT_LE(choice.ledger.total(), budget);
+  EXPECT_GT(choice.ledger.host_optimizer, 0u);
+  EXPECT_NE(choice.reason.find("offloaded to host memory"), std::string::npos) << choice.reason;
+  // A budget the device-side plan fits is met without offload.
+  EXPECT_EQ(choose_memory_plan(c, smallest.total(), gpu).offload, "none");
+  BackendCapabilities cpu = gpu;
+  cpu.device_memory_is_host = true;
+  EXPECT_NE(error_message([&] { choose_memory_plan(c, budget, cpu); }).find("offload none"), std::string::npos);
+}
+
+TEST(Offload, TheHostMemoryCheckRefusesAnOffloadThatDoesNotFit) {
+  Config c = planned_run();
+  c.memory.offload = "optimizer";
+  BackendCapabilities gpu;
+  const MemoryLedger ledger = ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), 4, gpu);
+  const uint64_t host = ledger.host_total();
+  check_fits_host_memory(ledger, {4 * host, host}, false);
+  const std::string message = error_message([&] { check_fits_host_memory(ledger, {4 * host, host - 1}, false); });
+  for (const std::string part : {"of host memory", "memory.offload: optimizer keeps", "FP32 masters", "AdamW",
+                                 "memory.offload: none"})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
+  // Where device memory is the host's, the check adds the device column.
+  EXPECT_THROW(check_fits_host_memory(ledger, {4 * host, host}, true), Error);
+  check_fits_host_memory(ledger, {4 * host, host + ledger.total()}, true);
+}
+
+TEST(Offload, TheConfigKeyIsCheckedWithItsLine) {
+  const std::string bad = error_message([] { load_config_from_string("memory:\n  offload: gradients\n", {}, "c.yaml"); });
+  EXPECT_NE(bad.find("memory.offload"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("c.yaml:2"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("optimizer"), std::string::npos) << bad;
+  const std::string lora = error_message([] {
+    load_config_from_string("memory:\n  offload: optimizer\nfinetune:\n  lora:\n    rank: 4\n", {}, "c.yaml");
+  });
+  EXPECT_NE(lora.find("memory.offload"), std::string::npos) << lora;
+  EXPECT_EQ(load_config_from_string("memory:\n  offload: optimizer\n", {}, "c.yaml").memory.offload, "optimizer");
+}
+
+}  // namespace
+}  // namespace gpt::test
