@@ -11,7 +11,7 @@
 #
 # Benchmark rows: GPT-2 124M at T=1024, bf16 and fp8, recompute none/selective/full, at the largest
 # micro-batch of BATCHES (below) that fits; and the GPT-2 774M shape in bf16 and fp8 (the fp8 target is
-# 1.2x bf16 there). Each row: tokens/s, MFU against the GPU's dense BF16 peak (the datasheet figure,
+# 1.2x bf16 there); then GPT-2 124M and 774M in bf16 with and without optimizer offload. Each row: tokens/s, MFU against the GPU's dense BF16 peak (the datasheet figure,
 # named in the table), ms/step, the time of the matrix products and of attention, and activation bytes
 # planned and measured. Step times come from `gpt-train bench`, which synchronises around every op to
 # time it, so tokens/s here is a lower bound of what training reaches.
@@ -143,6 +143,37 @@ done
 for recipe in bf16 fp8; do
   bench_row "774M $recipe none" 774m "$recipe" none 16 8 4
 done
+
+# Optimizer offload (memory.offload: optimizer): the same bf16 step with AdamW on the GPU and on the host, and the
+# share of the offloaded step the GPU waits for the host (gradient copies, the host AdamW, the weights' write-back:
+# the bench's ms_host_optimizer over its ms_per_step).
+offload_rows=()
+offload_row() {  # name size(124m|774m) batch
+  local name=$1 size=$2 b=$3 shape=() ms=() share="n/a"
+  [ "$size" = 774m ] && shape=(--set model.n_layer=36 --set model.n_head=20 --set model.n_embd=1280)
+  for offload in none optimizer; do
+    local json="$out/bench_offload_${size}_${offload}.json"
+    if "$build/gpt-train" bench "$root/configs/gpt2-124m.yaml" "${shape[@]}" --steps 5 --warmup 2 --peak-reps 0 --json "$json" \
+         "${data_flags[@]}" --set train.backend=cuda --set train.batch_size="$b" --set precision.recipe=bf16 \
+         --set memory.offload="$offload" >"$out/bench_offload_${size}_${offload}.log" 2>&1; then
+      ms+=("$(field "$json" ms_per_step)")
+      [ "$offload" = optimizer ] &&
+        share=$(awk -v h="$(field "$json" ms_host_optimizer)" -v s="$(field "$json" ms_per_step)" 'BEGIN { printf "%.0f%%", 100 * h / s }')
+    else
+      ms+=("failed")
+    fi
+  done
+  offload_rows+=("$(printf '%-20s %4s %14s %14s %12s' "$name" "$b" "${ms[0]}" "${ms[1]}" "$share")")
+}
+offload_row "124M bf16" 124m 8
+offload_row "774M bf16" 774m 4
+
+{
+  echo
+  echo "gpu_check offload: ms/step with AdamW on the GPU and offloaded to the host; T=1024"
+  printf '%-20s %4s %14s %14s %12s\n' "row" "B" "on GPU ms" "offloaded ms" "GPU waits"
+  printf '%s\n' "${offload_rows[@]}"
+} | tee -a "$out/summary.txt"
 
 {
   echo

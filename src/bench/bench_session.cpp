@@ -2,6 +2,7 @@
 
 #include "memory/recompute.h"
 #include "precision/recipe.h"
+#include "train/offload.h"
 
 #include <fmt/format.h>
 
@@ -51,7 +52,7 @@ BenchSession::BenchSession(Config config) : config_(std::move(config)) {
                                  LoraSpec::from_config(config_.finetune));
   model_->init_weights(t.seed);
   dp_ = std::make_unique<DataParallel>(*model_, comm_, config_.dist.zero);
-  optimizer_ = std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *profiler_);
+  optimizer_ = make_optimizer(config_, *model_, *dp_, *profiler_, t.threads, host_backend_);
   if (recipe.uses_loss_scaling()) scaler_.emplace(recipe.loss_scale);
   runner_ = std::make_unique<StepRunner>(config_, *model_, *dp_, *optimizer_, scaler_ ? &*scaler_ : nullptr);
   data_ = std::make_unique<BenchData>(config_, t.batch_size, t.seq_len);

@@ -61,6 +61,7 @@ class BenchSession {
   std::unique_ptr<GPT> model_;
   SingleCommunicator comm_;
   std::unique_ptr<DataParallel> dp_;
+  std::unique_ptr<Backend> host_backend_;  // memory.offload on a GPU: the host side of the optimizer
   std::unique_ptr<AdamW> optimizer_;
   std::optional<LossScaler> scaler_;
   std::unique_ptr<StepRunner> runner_;

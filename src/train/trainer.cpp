@@ -18,6 +18,7 @@
 #include "report/run_report.h"
 #include "train/data_check.h"
 #include "train/memory_check.h"
+#include "train/offload.h"
 #include "train/precision_state.h"
 #include "train/resume.h"
 #include "train/run_directory.h"
@@ -163,25 +164,8 @@ void Trainer::build(const RecomputePolicy& policy) {
     for (int r = 0; r < world; ++r)
       spdlog::info("  rank {}: local rank {} of {}, {} threads", r, where[3 * r], where[3 * r + 1], where[3 * r + 2]);
   }
-  if (config_.memory.offload == "optimizer") {
-    // The host side of the offloaded optimizer: on the CPU backend the backend itself (host and device memory
-    // are one; the same code path runs), elsewhere a CPU backend of its own for the host's cores. With ZeRO-1
-    // the ranges, and so the host state, are this rank's shard; its gradients arrive reduce-scattered, in the
-    // buckets' format, the masters' (F32).
-    Backend* host = backend_.get();
-    if (!backend_planned_.device_memory_is_host) {
-      host_backend_ = make_backend(BackendKind::Cpu, {threads_per_rank(t.threads, comm_->local_size()), false,
-                                                      AttentionKind::Materialised, -1});
-      host = host_backend_.get();
-    }
-    const DType grad_dtype = dp_->zero_stage() == 1 ? DType::F32 : model_->gradient_arena().layout().buffer(0).dtype;
-    optimizer_ = std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_, dp_->optimizer_ranges(),
-                                         *host, grad_dtype);
-  } else {
-    optimizer_ = dp_->zero_stage() == 1 ? std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_,
-                                                                    dp_->optimizer_ranges())
-                                        : std::make_unique<AdamW>(config_.optim, model_->parameter_layout(), *backend_);
-  }
+  optimizer_ = make_optimizer(config_, *model_, *dp_, *backend_, threads_per_rank(t.threads, comm_->local_size()),
+                              host_backend_);
   step_runner_ = std::make_unique<StepRunner>(config_, *model_, *dp_, *optimizer_, scaler_ ? &*scaler_ : nullptr);
   tokenizer_ = make_tokenizer(config_.data.tokenizer, config_.data.tokenizer_path);
 
