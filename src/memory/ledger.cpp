@@ -20,7 +20,7 @@ std::string MemoryLedger::table() const {
     s += host ? fmt::format("  {:<42} {:>12} {:>12}\n", name, format_bytes(bytes), format_bytes(host_bytes))
               : fmt::format("  {:<42} {:>12}\n", name, format_bytes(bytes));
   };
-  row(frozen_weights > 0 ? "parameters: LoRA adapters (FP32)" : host ? "parameters (FP32; on the host: the masters)" : "parameters",
+  row(frozen_weights > 0 ? "parameters: LoRA adapters (FP32)" : host ? "parameters (FP32; host: the masters)" : "parameters",
       parameters, host_parameters);
   if (frozen_weights > 0) row("parameters: frozen base (compute format)", frozen_weights);
   if (compute_weights > 0) row("parameters: compute copy (16/8-bit)", compute_weights);
