@@ -19,7 +19,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Reductions need NCCL's arithmetic type; moving data needs only bytes.
-bool nccl_sum_type(DType dtype, ncclDataType_t* type) {
+bool nccl_arithmetic_type(DType dtype, ncclDataType_t* type) {
   switch (dtype) {
     case DType::F32: *type = ncclFloat32; return true;
     case DType::F64: *type = ncclFloat64; return true;
@@ -33,7 +33,7 @@ bool nccl_sum_type(DType dtype, ncclDataType_t* type) {
 // The NCCL type `op` sums `dtype` values in; throws naming the op where NCCL cannot.
 ncclDataType_t sum_type_of(const char* op, DType dtype) {
   ncclDataType_t type;
-  GPT_CHECK(nccl_sum_type(dtype, &type), "{}: NCCL does not sum {} values here; reduce in f32 or bf16", op,
+  GPT_CHECK(nccl_arithmetic_type(dtype, &type), "{}: NCCL does not sum {} values here; reduce in f32 or bf16", op,
             dtype_name(dtype));
   return type;
 }
@@ -245,7 +245,7 @@ NcclCommunicator::~NcclCommunicator() {
 
 bool NcclCommunicator::sums(DType dtype) const {
   ncclDataType_t type;
-  return nccl_sum_type(dtype, &type);
+  return nccl_arithmetic_type(dtype, &type);
 }
 
 double NcclCommunicator::timeout_s() const { return state_->timeout_s.load(); }
@@ -288,6 +288,17 @@ CommHandle NcclCommunicator::all_gather_async(const Tensor& in, const Tensor& ou
   const size_t bytes = in.bytes();
   return make_handle(state_->issue(op, out.numel(), out.dtype, stream, [&](cudaStream_t s) {
     return ncclAllGather(in.data, out.data, bytes, ncclUint8, comm, s);
+  }));
+}
+
+CommHandle NcclCommunicator::all_reduce_max_async(const Tensor& buf, CommStream stream) {
+  const char* op = "all_reduce_max";
+  check_device(op, buf);
+  check_max_dtype(op, buf);
+  ncclComm_t comm = state_->comm;
+  const auto n = static_cast<size_t>(buf.numel());
+  return make_handle(state_->issue(op, buf.numel(), buf.dtype, stream, [&](cudaStream_t s) {
+    return ncclAllReduce(buf.data, buf.data, n, ncclInt32, ncclMax, comm, s);
   }));
 }
 

@@ -70,11 +70,15 @@ class Communicator {
   // out is world_size() equal chunks; chunk r receives rank r's in. in may be chunk rank() of out itself
   // (in place), or a separate buffer.
   virtual CommHandle all_gather_async(const Tensor& in, const Tensor& out, CommStream stream = {}) = 0;
+  // buf = the elementwise max over ranks of buf, in place; i32 values only, which every library maxes
+  // exactly (NCCL's float max drops NaNs: DataParallel::all_reduce_max maps floats to ordered integers).
+  virtual CommHandle all_reduce_max_async(const Tensor& buf, CommStream stream = {}) = 0;
   // buf = root's buf on every rank.
   virtual CommHandle broadcast_async(const Tensor& buf, int root, CommStream stream = {}) = 0;
   virtual CommHandle barrier_async() = 0;
 
   void all_reduce_sum(const Tensor& buf, CommStream stream = {}) { all_reduce_sum_async(buf, stream).wait(); }
+  void all_reduce_max(const Tensor& buf, CommStream stream = {}) { all_reduce_max_async(buf, stream).wait(); }
   void reduce_scatter_sum(const Tensor& in, const Tensor& out, CommStream stream = {}) {
     reduce_scatter_sum_async(in, out, stream).wait();
   }
@@ -100,6 +104,7 @@ class Communicator {
   // Argument checks shared by the implementations; `op` names the collective in messages.
   void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) const;
   void check_scatter_shapes(const char* op, const Tensor& chunk, const Tensor& whole) const;
+  void check_max_dtype(const char* op, const Tensor& buf) const;
 
  private:
   double timeout_s_ = 600.0;
@@ -125,6 +130,9 @@ class ForwardingCommunicator : public Communicator {
   }
   CommHandle all_gather_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override {
     return inner_.all_gather_async(in, out, stream);
+  }
+  CommHandle all_reduce_max_async(const Tensor& buf, CommStream stream = {}) override {
+    return inner_.all_reduce_max_async(buf, stream);
   }
   CommHandle broadcast_async(const Tensor& buf, int root, CommStream stream = {}) override {
     return inner_.broadcast_async(buf, root, stream);

@@ -239,6 +239,16 @@ CommHandle MpiCommunicator::all_gather_async(const Tensor& in, const Tensor& out
   return make_handle(state_->activate(slot, op, out.numel(), out.dtype));
 }
 
+CommHandle MpiCommunicator::all_reduce_max_async(const Tensor& buf, CommStream) {
+  const char* op = "all_reduce_max";
+  check_host(op, buf);
+  check_max_dtype(op, buf);
+  const int n = mpi_count(op, buf.numel());
+  const size_t slot = state_->free_slot();
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf.data, n, MPI_INT32_T, MPI_MAX, state_->comm, state_->request(slot)));
+  return make_handle(state_->activate(slot, op, buf.numel(), buf.dtype));
+}
+
 CommHandle MpiCommunicator::broadcast_async(const Tensor& buf, int root, CommStream) {
   const char* op = "broadcast";
   check_host(op, buf);

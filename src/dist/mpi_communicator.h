@@ -53,6 +53,7 @@ class MpiCommunicator final : public Communicator {
   CommHandle all_reduce_sum_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle reduce_scatter_sum_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;
   CommHandle all_gather_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;
+  CommHandle all_reduce_max_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle broadcast_async(const Tensor& buf, int root, CommStream stream = {}) override;
   CommHandle barrier_async() override;
   void poll() override;

@@ -4,13 +4,16 @@
 
 #include "config/config_loader.h"
 #include "data/shard.h"
+#include "dist/data_parallel.h"
 #include "mpi_test_util.h"
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <cstdio>
 
@@ -122,6 +125,52 @@ inline bool same_on_every_rank(std::vector<float> values) {
   int32_t differs = root != values;
   world().all_reduce_sum(Tensor(&differs, {1}, DType::I32));
   return differs == 0;
+}
+
+// DataParallel::all_reduce_max over the ranks' FP8 amaxes, non-finite ones included: each element is
+// the max over the ranks, NaN where any rank has NaN, +inf where one has +inf and none NaN, as every
+// rank's scales must come from the same amaxes. 300 values: more than one collective's worth.
+inline void expect_max_over_ranks_keeps_nonfinite(DataParallel& dp) {
+  const int W = dp.world_size(), r = dp.rank();
+  const size_t n = 300;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto values_of = [&](int q) {
+    std::mt19937 rng(1000 + static_cast<uint32_t>(q));  // rank q's values, which every rank can compute
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t kind = rng() % 8;
+      v[i] = kind == 0   ? nan
+             : kind == 1 ? inf
+             : kind == 2 ? 0.0f
+             : kind == 3 ? std::numeric_limits<float>::denorm_min() * static_cast<float>(rng() % 100)
+                         : std::ldexp(std::uniform_real_distribution<float>(0.5f, 1.0f)(rng),
+                                      static_cast<int>(rng() % 60) - 30);
+    }
+    return v;
+  };
+  std::vector<std::vector<float>> all;
+  for (int q = 0; q < W; ++q) all.push_back(values_of(q));
+  std::vector<float> got = all[static_cast<size_t>(r)];
+  dp.all_reduce_max(got);
+  int nans = 0, infs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float expected = 0.0f;
+    bool any_nan = false;
+    for (const std::vector<float>& v : all) {
+      const float x = v[i];
+      any_nan = any_nan || std::isnan(x);
+      expected = std::max(expected, x);
+    }
+    if (any_nan) {
+      ++nans;
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i << ": " << got[i];
+    } else {
+      infs += std::isinf(expected);
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(expected)) << "element " << i;
+    }
+  }
+  EXPECT_GT(nans, 0);
+  EXPECT_GT(infs, 0);
 }
 
 }  // namespace gpt::test

@@ -102,6 +102,14 @@ TEST(DataParallel, Fp8TwoRanksCastWithTheScalesOfOneRankAccumulating) {
   expect_fp8_ranks_cast_like_one_rank(dir, dist_run(dir, 4, 1), 4, 5, "mpi", kLossTolerance, kWeightTolerance);
 }
 
+// The FP8 amaxes' max over the ranks keeps NaN and +inf (dist_run.h).
+TEST(DataParallel, MaxOverRanksKeepsNonFiniteValues) {
+  SharedDir dir;
+  const Config c = dist_run(dir, 2, 1);
+  Trainer trainer(c, config_to_yaml(c), &world());
+  expect_max_over_ranks_keeps_nonfinite(trainer.data_parallel());
+}
+
 // K = 3 micro-batches: each gradient bucket is reduced exactly once per optimizer step (during the last
 // micro-batch's backward), with and without the overlap.
 TEST(DataParallel, OneReductionPerBucketPerStep) {

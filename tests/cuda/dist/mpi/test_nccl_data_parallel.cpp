@@ -140,9 +140,19 @@ TEST(NcclDataParallel, Bf16ReductionWithinItsTolerance) {
   EXPECT_TRUE(same_on_every_rank(pb));
 }
 
-// fp8 with delayed scaling and E5M2 gradients on the GPU: the amaxes are gathered over NCCL from device
-// memory and maxed each step, so both ranks cast with the scales one rank accumulating both halves uses
-// (the same checks as the MPI test).
+// The FP8 amaxes' max over the ranks, an integer max of NCCL on a device buffer, keeps NaN and +inf,
+// which NCCL's float max would drop (dist_run.h).
+TEST(NcclDataParallel, MaxOverRanksKeepsNonFiniteValues) {
+  SharedDir dir;
+  const Config c = cuda_run(dir, 2, 1);
+  Trainer trainer(c, config_to_yaml(c), &world());
+  ASSERT_EQ(trainer.data_parallel().comm().name(), "nccl");
+  expect_max_over_ranks_keeps_nonfinite(trainer.data_parallel());
+}
+
+// fp8 with delayed scaling and E5M2 gradients on the GPU: the amaxes are maxed over the ranks by NCCL
+// each step, so both ranks cast with the scales one rank accumulating both halves uses (the same checks
+// as the MPI test).
 TEST(NcclDataParallel, Fp8RanksCastWithTheScalesOfOneRankAccumulating) {
   SharedDir dir;
   expect_fp8_ranks_cast_like_one_rank(dir, cuda_run(dir, 2, 1), 2, 4, "nccl", kLossTolerance, kWeightTolerance);
