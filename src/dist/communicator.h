@@ -8,8 +8,9 @@
 // followed by wait(). The single-process and MPI communicators work on host memory and ignore the stream.
 //
 // Every rank must issue the same collectives in the same order. A collective that has not completed
-// within timeout_s() makes wait() throw gpt::Error naming the rank and the operation, so a rank that
-// died or hangs never leaves the others waiting silently.
+// within timeout_s() makes wait() throw gpt::Error naming the rank, the operation and, where the
+// communicator can tell, the ranks that never reached it (arrive()), so a rank that died or hangs never
+// leaves the others waiting silently.
 #pragma once
 
 #include "core/tensor.h"
@@ -94,6 +95,18 @@ class Communicator {
   virtual double timeout_s() const { return timeout_s_; }
   virtual void set_timeout(double seconds) { timeout_s_ = seconds; }
 
+  // Arrivals, so that a timeout can name the ranks that never reached the collective. Each rank counts
+  // the collectives it issues where the other ranks of its node read the count without its help (a
+  // stopped rank answers no message). A communicator layered over this one (NCCL bootstrapped over MPI)
+  // counts its collectives here too: the ranks issue the job's collectives over both in one order, so one
+  // count serves both.
+  // Counts one more collective issued by this rank; returns its number (1, 2, ...), or 0 where this
+  // communicator keeps no count.
+  virtual int64_t arrive() { return 0; }
+  // The ranks that have not reached this rank's collective number `arrival`, in words; empty where the
+  // communicator cannot tell. Reads memory only, so any thread may ask (a watchdog does).
+  virtual std::string missing_ranks(int64_t /*arrival*/) const { return {}; }
+
  protected:
   friend class CommHandle;
   CommHandle make_handle(uint64_t id) { return CommHandle(this, id); }
@@ -141,6 +154,8 @@ class ForwardingCommunicator : public Communicator {
   void poll() override { inner_.poll(); }
   double timeout_s() const override { return inner_.timeout_s(); }
   void set_timeout(double seconds) override { inner_.set_timeout(seconds); }
+  int64_t arrive() override { return inner_.arrive(); }
+  std::string missing_ranks(int64_t arrival) const override { return inner_.missing_ranks(arrival); }
 
  protected:
   Communicator& inner_;
