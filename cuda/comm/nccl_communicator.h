@@ -49,7 +49,8 @@ class NcclCommunicator final : public Communicator {
   CommHandle all_gather_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;
   CommHandle all_reduce_max_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle broadcast_async(const Tensor& buf, int root, CommStream stream = {}) override;
-  // Over MPI: a barrier carries no data for the GPU.
+  // Over MPI: a barrier orders what the hosts do (ZeRO-1's checkpoint shards are files written after a
+  // synchronous copy from the device), which a barrier on the communication stream would not.
   CommHandle barrier_async() override { return bootstrap_.barrier_async(); }
   // Throws the watchdog's message once it has aborted the communicator.
   void poll() override;

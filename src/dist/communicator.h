@@ -11,6 +11,14 @@
 // within timeout_s() makes wait() throw gpt::Error naming the rank, the operation and, where the
 // communicator can tell, the ranks that never reached it (arrive()), so a rank that died or hangs never
 // leaves the others waiting silently.
+//
+// Reductions sum; there is no average (ncclAvg), since nothing wants one. Every mean the trainer takes
+// is over target tokens, of which the ranks hold different numbers (masked targets): the loss gradient
+// is scaled by 1/N before backward, N the step's target tokens summed over the ranks
+// (src/train/step_runner.cpp), so the summed gradients are the mean over the tokens, and the loss and
+// the validation loss are sums divided once by summed counts. Averaging the gradients over the ranks
+// would divide them by W once more; a mean of per-rank means would weigh every rank alike whatever its
+// number of tokens.
 #pragma once
 
 #include "core/tensor.h"
