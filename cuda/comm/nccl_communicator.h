@@ -16,9 +16,9 @@
 // aborts the NCCL communicator (ncclCommAbort, which also ends collectives still queued, so nothing waits
 // on them forever), logs the rank, the operation, its number and the ranks of the node that never issued
 // it (read from the bootstrap's progress board: a stopped rank cannot answer a message), and makes every
-// later call throw that message, which ends the job through the command layer's MPI_Abort. Destroyed while an exception
-// unwinds (this rank failed) the communicator aborts instead of finishing its queue, which a peer that
-// stopped would never let complete.
+// later call throw that message, which ends the job through the command layer's MPI_Abort. Destroyed
+// while an exception unwinds (this rank failed) the communicator aborts instead of finishing its queue,
+// which a peer that stopped would never let complete.
 #pragma once
 
 #include "dist/communicator.h"

@@ -225,9 +225,9 @@ void DataParallel::all_reduce_max(std::span<float> values) {
   if (comm_.world_size() == 1) return;
   // The bits of a float without its sign, read as an integer, order as its magnitude does, with +inf
   // above every finite value and every NaN above +inf. So an integer max (exact in NCCL and MPI, on the
-  // device's buffer) is the max magnitude, NaN where any rank has NaN, +inf where one has +inf and none NaN;
-  // a float max would not do: NCCL's drops NaNs.
-  const Tensor buffer = Tensor(scalars_.data, {2 * kScalars}, DType::I32, scalars_.device);
+  // device's buffer) is the max magnitude, NaN where any rank has NaN, +inf where one has +inf and none
+  // NaN; a float max would not do: NCCL's drops NaNs.
+  const Tensor buffer(scalars_.data, {2 * kScalars}, DType::I32, scalars_.device);
   for (size_t begin = 0; begin < values.size(); begin += max_bits_.size()) {
     const size_t n = std::min(max_bits_.size(), values.size() - begin);
     for (size_t i = 0; i < n; ++i)
