@@ -206,20 +206,21 @@ inline void expect_zero_like_plain(const SharedDir& dir, const Config& plain, co
   EXPECT_TRUE(same_on_every_rank(pb));
 }
 
-// 3 steps on 2 ranks with ZeRO-1 (from `c`, whose run it takes over) write a checkpoint of two optimizer
-// shards. Resumed on 2 ranks it continues bit for bit; resumed on 1 rank (with the same global batch) it
-// continues like the 2-rank run within the data-parallel tolerance. And a 1-rank checkpoint
-// (optimizer.bin) resumes on 2 ranks under ZeRO-1.
-inline void expect_zero_checkpoint_resumes_on_other_rank_counts(const SharedDir& dir, Config c, const char* label) {
+// `steps` steps on 2 ranks with ZeRO-1 (from `c`, whose run it takes over) write a checkpoint of two
+// optimizer shards. Resumed on 2 ranks for as many steps again it continues bit for bit; resumed on 1
+// rank (with the same global batch) it continues like the 2-rank run within the data-parallel
+// tolerance. And a 1-rank checkpoint (optimizer.bin) resumes on 2 ranks under ZeRO-1.
+inline void expect_zero_checkpoint_resumes_on_other_rank_counts(const SharedDir& dir, Config c, int steps,
+                                                                const char* label) {
   namespace fs = std::filesystem;
   const int r = world().rank();
   ASSERT_EQ(world().world_size(), 2) << "the 1-rank runs below take twice the micro-batches of 2 ranks";
-  c.train.steps = 3;
+  c.train.steps = steps;
   c.dist.zero = 1;
   c.model.dropout = 0.1;
-  c.optim.warmup_steps = 10;  // the learning rate of steps 1-3 does not depend on train.steps then
+  c.optim.warmup_steps = 10;  // the learning rate of the first 2 x steps does not depend on train.steps then
   { Trainer first(c, config_to_yaml(c), &world()); first.run(); }
-  const std::string ckpt = checkpoint_dir(c.log.run_dir, 3);
+  const std::string ckpt = checkpoint_dir(c.log.run_dir, steps);
   if (r == 0) {
     EXPECT_TRUE(fs::exists(fs::path(ckpt) / optimizer_shard_name(0, 2)));
     EXPECT_TRUE(fs::exists(fs::path(ckpt) / optimizer_shard_name(1, 2)));
@@ -230,7 +231,7 @@ inline void expect_zero_checkpoint_resumes_on_other_rank_counts(const SharedDir&
   world().barrier();
 
   Config straight = c;
-  straight.train.steps = 6;
+  straight.train.steps = 2 * steps;
   straight.log.run_dir = dir.file("straight");
   Trainer s(straight, config_to_yaml(straight), &world());
   s.run();
@@ -240,7 +241,7 @@ inline void expect_zero_checkpoint_resumes_on_other_rank_counts(const SharedDir&
   resumed.log.run_dir = c.log.run_dir;
   resumed.train.resume = true;
   Trainer two(resumed, config_to_yaml(resumed), &world());
-  EXPECT_EQ(two.step(), 3);
+  EXPECT_EQ(two.step(), steps);
   two.run();
   EXPECT_EQ(two.model().parameters_to_host(), expected) << label << ": a 2-rank ZeRO-1 resume is not exact";
 
@@ -250,11 +251,11 @@ inline void expect_zero_checkpoint_resumes_on_other_rank_counts(const SharedDir&
     one.log.run_dir = dir.file("run_for_one");
     one.train.grad_accum_steps = 2 * c.train.grad_accum_steps;
     Trainer single(one, config_to_yaml(one));
-    EXPECT_EQ(single.step(), 3);
+    EXPECT_EQ(single.step(), steps);
     single.run();
     const double diff = relative_difference(single.model().parameters_to_host(), expected);
-    std::printf("%s ZeRO-1 checkpoint of 2 ranks resumed on 1: weights after 6 steps differ by %.2e of their "
-                "largest\n", label, diff);
+    std::printf("%s ZeRO-1 checkpoint of 2 ranks resumed on 1: weights after %d steps differ by %.2e of their "
+                "largest\n", label, 2 * steps, diff);
     EXPECT_LT(diff, 1e-4);
 
     Config whole = c;
@@ -270,11 +271,11 @@ inline void expect_zero_checkpoint_resumes_on_other_rank_counts(const SharedDir&
   from_one.log.run_dir = dir.file("single_first");
   from_one.train.resume = true;
   Trainer z(from_one, config_to_yaml(from_one), &world());
-  EXPECT_EQ(z.step(), 3);
+  EXPECT_EQ(z.step(), steps);
   z.run();
   const double diff = relative_difference(z.model().parameters_to_host(), expected);
-  std::printf("[rank %d] %s 1-rank checkpoint resumed on 2 ranks with ZeRO-1: weights after 6 steps differ by %.2e\n",
-              r, label, diff);
+  std::printf("[rank %d] %s 1-rank checkpoint resumed on 2 ranks with ZeRO-1: weights after %d steps differ by %.2e\n",
+              r, label, 2 * steps, diff);
   EXPECT_LT(diff, 1e-4);
 }
 
