@@ -19,7 +19,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Reductions need NCCL's arithmetic type; moving data needs only bytes.
-bool nccl_sum_type(DType dtype, ncclDataType_t* type) {
+bool nccl_arithmetic_type(DType dtype, ncclDataType_t* type) {
   switch (dtype) {
     case DType::F32: *type = ncclFloat32; return true;
     case DType::F64: *type = ncclFloat64; return true;
@@ -33,7 +33,7 @@ bool nccl_sum_type(DType dtype, ncclDataType_t* type) {
 // The NCCL type `op` sums `dtype` values in; throws naming the op where NCCL cannot.
 ncclDataType_t sum_type_of(const char* op, DType dtype) {
   ncclDataType_t type;
-  GPT_CHECK(nccl_sum_type(dtype, &type), "{}: NCCL does not sum {} values here; reduce in f32 or bf16", op,
+  GPT_CHECK(nccl_arithmetic_type(dtype, &type), "{}: NCCL does not sum {} values here; reduce in f32 or bf16", op,
             dtype_name(dtype));
   return type;
 }
@@ -59,20 +59,20 @@ struct NcclCommunicator::State {
     const char* name = "";
     int64_t count = 0;
     DType dtype = DType::F32;
-    int64_t sequence = 0;
+    int64_t sequence = 0;  // its number among the job's collectives on this rank (Communicator::arrive)
     Clock::time_point issued;
     cudaStream_t waiter = nullptr;  // the stream the collective is ordered after, which wait() orders after it
   };
   static constexpr int kSlotBits = 20;
 
   ncclComm_t comm = nullptr;
+  Communicator* bootstrap = nullptr;  // counts the arrivals and names the ranks missing from one
   cudaStream_t compute = nullptr, stream = nullptr;
   int device = 0, rank = 0, world = 1;
   std::atomic<double> timeout_s{600.0};
 
   std::mutex mutex;  // guards ops, failure, stopping; never held across an NCCL call
   std::vector<Op> ops;
-  int64_t issued = 0;
   std::string failure;  // the watchdog's message once it has aborted
   std::atomic<bool> aborted{false};
   bool stopping = false;
@@ -107,6 +107,7 @@ struct NcclCommunicator::State {
   uint64_t issue(const char* name, int64_t count, DType dtype, CommStream user, Call call) {
     throw_if_failed();
     cudaStream_t waiter = user.handle != nullptr ? static_cast<cudaStream_t>(user.handle) : compute;
+    const int64_t sequence = bootstrap->arrive();
     size_t slot = 0;
     {
       std::lock_guard lock(mutex);
@@ -117,7 +118,7 @@ struct NcclCommunicator::State {
       op.name = name;
       op.count = count;
       op.dtype = dtype;
-      op.sequence = ++issued;
+      op.sequence = sequence;
       op.issued = Clock::now();
       op.waiter = waiter;
     }
@@ -173,11 +174,14 @@ struct NcclCommunicator::State {
           op.phase = Phase::kFree;
           continue;
         }
-        if (std::chrono::duration<double>(now - op.issued).count() > limit && late.empty())
+        if (std::chrono::duration<double>(now - op.issued).count() > limit && late.empty()) {
+          const std::string missing = bootstrap->missing_ranks(op.sequence);
           late = fmt::format("rank {} of {}: NCCL {} of {} {} values (its collective #{}) has not completed within "
-                             "{} s (dist.timeout_s); the watchdog aborted the NCCL communicator: another rank has "
+                             "{} s (dist.timeout_s){}{}; the watchdog aborted the NCCL communicator: a rank has "
                              "failed, is stuck, or is busy for longer than that (raise dist.timeout_s if so)",
-                             rank, world, op.name, op.count, dtype_name(op.dtype), op.sequence, limit);
+                             rank, world, op.name, op.count, dtype_name(op.dtype), op.sequence, limit,
+                             missing.empty() ? "" : ": ", missing);
+        }
       }
       ncclResult_t async = ncclSuccess;
       if (late.empty() && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
@@ -197,6 +201,7 @@ struct NcclCommunicator::State {
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, void* compute_stream, int device)
     : state_(std::make_unique<State>()), bootstrap_(bootstrap) {
   State& s = *state_;
+  s.bootstrap = &bootstrap;
   s.compute = static_cast<cudaStream_t>(compute_stream);
   s.device = device;
   s.rank = bootstrap.rank();
@@ -245,7 +250,7 @@ NcclCommunicator::~NcclCommunicator() {
 
 bool NcclCommunicator::sums(DType dtype) const {
   ncclDataType_t type;
-  return nccl_sum_type(dtype, &type);
+  return nccl_arithmetic_type(dtype, &type);
 }
 
 double NcclCommunicator::timeout_s() const { return state_->timeout_s.load(); }
@@ -288,6 +293,17 @@ CommHandle NcclCommunicator::all_gather_async(const Tensor& in, const Tensor& ou
   const size_t bytes = in.bytes();
   return make_handle(state_->issue(op, out.numel(), out.dtype, stream, [&](cudaStream_t s) {
     return ncclAllGather(in.data, out.data, bytes, ncclUint8, comm, s);
+  }));
+}
+
+CommHandle NcclCommunicator::all_reduce_max_async(const Tensor& buf, CommStream stream) {
+  const char* op = "all_reduce_max";
+  check_device(op, buf);
+  check_max_dtype(op, buf);
+  ncclComm_t comm = state_->comm;
+  const auto n = static_cast<size_t>(buf.numel());
+  return make_handle(state_->issue(op, buf.numel(), buf.dtype, stream, [&](cudaStream_t s) {
+    return ncclAllReduce(buf.data, buf.data, n, ncclInt32, ncclMax, comm, s);
   }));
 }
 

@@ -14,10 +14,11 @@
 // Faults. Since wait() returns before the collective completes, the timeout is a watchdog thread's:
 // a collective not complete within timeout_s() after it was issued, or an asynchronous NCCL error,
 // aborts the NCCL communicator (ncclCommAbort, which also ends collectives still queued, so nothing waits
-// on them forever), logs the rank, the operation and its number, and makes every later call throw that
-// message, which ends the job through the command layer's MPI_Abort. Destroyed while an exception
-// unwinds (this rank failed) the communicator aborts instead of finishing its queue, which a peer that
-// stopped would never let complete.
+// on them forever), logs the rank, the operation, its number and the ranks of the node that never issued
+// it (read from the bootstrap's progress board: a stopped rank cannot answer a message), and makes every
+// later call throw that message, which ends the job through the command layer's MPI_Abort. Destroyed
+// while an exception unwinds (this rank failed) the communicator aborts instead of finishing its queue,
+// which a peer that stopped would never let complete.
 #pragma once
 
 #include "dist/communicator.h"
@@ -46,11 +47,16 @@ class NcclCommunicator final : public Communicator {
   CommHandle all_reduce_sum_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle reduce_scatter_sum_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;
   CommHandle all_gather_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;
+  CommHandle all_reduce_max_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle broadcast_async(const Tensor& buf, int root, CommStream stream = {}) override;
-  // Over MPI: a barrier carries no data for the GPU.
+  // Over MPI: a barrier orders what the hosts do (ZeRO-1's checkpoint shards are files written after a
+  // synchronous copy from the device), which a barrier on the communication stream would not.
   CommHandle barrier_async() override { return bootstrap_.barrier_async(); }
   // Throws the watchdog's message once it has aborted the communicator.
   void poll() override;
+  // On the bootstrap's board, so the watchdog can name the ranks a late collective waits for.
+  int64_t arrive() override { return bootstrap_.arrive(); }
+  std::string missing_ranks(int64_t arrival) const override { return bootstrap_.missing_ranks(arrival); }
 
   double timeout_s() const override;
   void set_timeout(double seconds) override;

@@ -84,8 +84,17 @@ void sum_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
 
 MPI_Op g_sum_bf16 = MPI_OP_NULL, g_sum_f16 = MPI_OP_NULL;
 
-// The MPI type and operation for a reduction, or false when the emulation does not sum this type.
+// The MPI type and operation for a reduction, or false when the emulation does not reduce this type so.
 bool reduction(ncclDataType_t type, ncclRedOp_t op, MPI_Datatype* mpi_type, MPI_Op* mpi_op) {
+  if (op == ncclMax) {
+    // Integers only: MPI's max of floats treats NaN otherwise than NCCL's, which drops it.
+    *mpi_op = MPI_MAX;
+    switch (type) {
+      case ncclInt32: *mpi_type = MPI_INT32_T; return true;
+      case ncclInt64: *mpi_type = MPI_INT64_T; return true;
+      default: return false;
+    }
+  }
   if (op != ncclSum) return false;
   *mpi_op = MPI_SUM;
   switch (type) {
@@ -304,7 +313,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
   MPI_Op mpi_op;
   if (!reduction(datatype, op, &type, &mpi_op))
     return fail(ncclInvalidArgument, fmt::format("ncclAllReduce: the emulation sums f32, f64, i32, i64, bf16 and f16 "
-                                                 "(type {}, op {})", int(datatype), int(op)));
+                                                 "and maxes i32 and i64 (type {}, op {})", int(datatype), int(op)));
   const int n = static_cast<int>(count);
   return enqueue("ncclAllReduce", comm, count, stream, [=](MPI_Comm c, MPI_Request* r) {
     return MPI_Iallreduce(sendbuff == recvbuff ? MPI_IN_PLACE : sendbuff, recvbuff, n, type, mpi_op, c, r);

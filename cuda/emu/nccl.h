@@ -12,8 +12,8 @@
 // - a communicator spans all MPI ranks (nranks == MPI world size, rank == MPI rank);
 // - MPI must be initialised with MPI_THREAD_MULTIPLE (the stream's worker thread calls MPI);
 // - reductions: ncclSum on f32, f64, i32, i64, bf16 and f16; bf16 and f16 are summed in f32 and rounded
-//   once per pairwise addition, as NCCL's reduction kernels do. Moving data (all-gather, broadcast) takes
-//   any type.
+//   once per pairwise addition, as NCCL's reduction kernels do; ncclMax on i32 and i64.
+//   Moving data (all-gather, broadcast) takes any type.
 #pragma once
 
 #include <cstddef>

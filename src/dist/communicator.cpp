@@ -42,4 +42,9 @@ void Communicator::check_scatter_shapes(const char* op, const Tensor& chunk, con
             chunk.numel(), chunk.numel() * world_size());
 }
 
+void Communicator::check_max_dtype(const char* op, const Tensor& buf) const {
+  GPT_CHECK(buf.dtype == DType::I32, "{}: maxes i32 values, got {} (floats: map them to ordered integers, as "
+            "DataParallel::all_reduce_max does)", op, dtype_name(buf.dtype));
+}
+
 }  // namespace gpt

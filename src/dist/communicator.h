@@ -8,8 +8,17 @@
 // followed by wait(). The single-process and MPI communicators work on host memory and ignore the stream.
 //
 // Every rank must issue the same collectives in the same order. A collective that has not completed
-// within timeout_s() makes wait() throw gpt::Error naming the rank and the operation, so a rank that
-// died or hangs never leaves the others waiting silently.
+// within timeout_s() makes wait() throw gpt::Error naming the rank, the operation and, where the
+// communicator can tell, the ranks that never reached it (arrive()), so a rank that died or hangs never
+// leaves the others waiting silently.
+//
+// Reductions sum; there is no average (ncclAvg), since nothing wants one. Every mean the trainer takes
+// is over target tokens, of which the ranks hold different numbers (masked targets): the loss gradient
+// is scaled by 1/N before backward, N the step's target tokens summed over the ranks
+// (src/train/step_runner.cpp), so the summed gradients are the mean over the tokens, and the loss and
+// the validation loss are sums divided once by summed counts. Averaging the gradients over the ranks
+// would divide them by W once more; a mean of per-rank means would weigh every rank alike whatever its
+// number of tokens.
 #pragma once
 
 #include "core/tensor.h"
@@ -70,11 +79,15 @@ class Communicator {
   // out is world_size() equal chunks; chunk r receives rank r's in. in may be chunk rank() of out itself
   // (in place), or a separate buffer.
   virtual CommHandle all_gather_async(const Tensor& in, const Tensor& out, CommStream stream = {}) = 0;
+  // buf = the elementwise max over ranks of buf, in place; i32 values only, which every library maxes
+  // exactly (NCCL's float max drops NaNs: DataParallel::all_reduce_max maps floats to ordered integers).
+  virtual CommHandle all_reduce_max_async(const Tensor& buf, CommStream stream = {}) = 0;
   // buf = root's buf on every rank.
   virtual CommHandle broadcast_async(const Tensor& buf, int root, CommStream stream = {}) = 0;
   virtual CommHandle barrier_async() = 0;
 
   void all_reduce_sum(const Tensor& buf, CommStream stream = {}) { all_reduce_sum_async(buf, stream).wait(); }
+  void all_reduce_max(const Tensor& buf, CommStream stream = {}) { all_reduce_max_async(buf, stream).wait(); }
   void reduce_scatter_sum(const Tensor& in, const Tensor& out, CommStream stream = {}) {
     reduce_scatter_sum_async(in, out, stream).wait();
   }
@@ -90,6 +103,18 @@ class Communicator {
   virtual double timeout_s() const { return timeout_s_; }
   virtual void set_timeout(double seconds) { timeout_s_ = seconds; }
 
+  // Arrivals, so that a timeout can name the ranks that never reached the collective. Each rank counts
+  // the collectives it issues where the other ranks of its node read the count without its help (a
+  // stopped rank answers no message). A communicator layered over this one (NCCL bootstrapped over MPI)
+  // counts its collectives here too: the ranks issue the job's collectives over both in one order, so one
+  // count serves both.
+  // Counts one more collective issued by this rank; returns its number (1, 2, ...), or 0 where this
+  // communicator keeps no count.
+  virtual int64_t arrive() { return 0; }
+  // The ranks that have not reached this rank's collective number `arrival`, in words; empty where the
+  // communicator cannot tell. Reads memory only, so any thread may ask (a watchdog does).
+  virtual std::string missing_ranks(int64_t /*arrival*/) const { return {}; }
+
  protected:
   friend class CommHandle;
   CommHandle make_handle(uint64_t id) { return CommHandle(this, id); }
@@ -100,6 +125,7 @@ class Communicator {
   // Argument checks shared by the implementations; `op` names the collective in messages.
   void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) const;
   void check_scatter_shapes(const char* op, const Tensor& chunk, const Tensor& whole) const;
+  void check_max_dtype(const char* op, const Tensor& buf) const;
 
  private:
   double timeout_s_ = 600.0;
@@ -126,6 +152,9 @@ class ForwardingCommunicator : public Communicator {
   CommHandle all_gather_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override {
     return inner_.all_gather_async(in, out, stream);
   }
+  CommHandle all_reduce_max_async(const Tensor& buf, CommStream stream = {}) override {
+    return inner_.all_reduce_max_async(buf, stream);
+  }
   CommHandle broadcast_async(const Tensor& buf, int root, CommStream stream = {}) override {
     return inner_.broadcast_async(buf, root, stream);
   }
@@ -133,6 +162,8 @@ class ForwardingCommunicator : public Communicator {
   void poll() override { inner_.poll(); }
   double timeout_s() const override { return inner_.timeout_s(); }
   void set_timeout(double seconds) override { inner_.set_timeout(seconds); }
+  int64_t arrive() override { return inner_.arrive(); }
+  std::string missing_ranks(int64_t arrival) const override { return inner_.missing_ranks(arrival); }
 
  protected:
   Communicator& inner_;

@@ -1,7 +1,7 @@
 #include "dist/data_parallel.h"
 
 #include <algorithm>
-#include <cmath>
+#include <bit>
 #include <string_view>
 
 namespace gpt {
@@ -77,7 +77,7 @@ DataParallel::DataParallel(GPT& model, Communicator& comm, int zero_stage, DType
   buckets_buffer_ = arena_->tensor("buckets");
   if (zero_ == 1) shard_ = arena_->tensor("shard");
   scalars_ = arena_->tensor("scalars");
-  gathered_.resize(static_cast<size_t>(kScalars));
+  max_bits_.resize(2 * static_cast<size_t>(kScalars));
 
   Arena& params = model.parameter_arena();
   Arena& grads = model.gradient_arena();
@@ -222,27 +222,21 @@ void DataParallel::all_reduce(std::span<double> values) {
 }
 
 void DataParallel::all_reduce_max(std::span<float> values) {
-  const auto W = static_cast<size_t>(comm_.world_size());
-  if (W == 1) return;
-  // A max is not a sum: each rank's values are gathered (W of them after the rank's own), then maxed here.
-  const size_t chunk = static_cast<size_t>(kScalars) / (W + 1);
-  GPT_CHECK(chunk >= 1, "all_reduce_max: {} ranks exceed the {}-value scalar buffer", W, kScalars);
-  for (size_t begin = 0; begin < values.size(); begin += chunk) {
-    const size_t n = std::min(chunk, values.size() - begin);
-    for (size_t i = 0; i < n; ++i) gathered_[i] = values[begin + i];
-    Tensor mine = scalars_.elements(0, static_cast<int64_t>(n));
-    Tensor all = scalars_.elements(static_cast<int64_t>(n), static_cast<int64_t>(n * W));
-    backend_.copy_to_device(mine.data, gathered_.data(), n * sizeof(double));
-    comm_.all_gather_async(mine, all).wait();
-    backend_.copy_to_host(gathered_.data(), all.data, n * W * sizeof(double));
-    for (size_t i = 0; i < n; ++i) {
-      double m = gathered_[i];
-      for (size_t r = 1; r < W; ++r) {
-        const double x = gathered_[r * n + i];
-        if (std::isnan(x) || x > m) m = std::isnan(m) ? m : x;
-      }
-      values[begin + i] = static_cast<float>(m);
-    }
+  if (comm_.world_size() == 1) return;
+  // The bits of a float without its sign, read as an integer, order as its magnitude does, with +inf
+  // above every finite value and every NaN above +inf. So an integer max (exact in NCCL and MPI, on the
+  // device's buffer) is the max magnitude, NaN where any rank has NaN, +inf where one has +inf and none
+  // NaN; a float max would not do: NCCL's drops NaNs.
+  const Tensor buffer(scalars_.data, {2 * kScalars}, DType::I32, scalars_.device);
+  for (size_t begin = 0; begin < values.size(); begin += max_bits_.size()) {
+    const size_t n = std::min(max_bits_.size(), values.size() - begin);
+    for (size_t i = 0; i < n; ++i)
+      max_bits_[i] = static_cast<int32_t>(std::bit_cast<uint32_t>(values[begin + i]) & 0x7fffffffu);
+    Tensor chunk = buffer.elements(0, static_cast<int64_t>(n));
+    backend_.copy_to_device(chunk.data, max_bits_.data(), n * sizeof(int32_t));
+    comm_.all_reduce_max(chunk);
+    backend_.copy_to_host(max_bits_.data(), chunk.data, n * sizeof(int32_t));
+    for (size_t i = 0; i < n; ++i) values[begin + i] = std::bit_cast<float>(static_cast<uint32_t>(max_bits_[i]));
   }
 }
 

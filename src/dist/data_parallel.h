@@ -65,7 +65,8 @@ class DataParallel {
 
   // Sums host values over the ranks (token counts, loss sums), through a small buffer of the backend.
   void all_reduce(std::span<double> values);
-  // The elementwise max over the ranks (FP8 amaxes), NaN where any rank has NaN.
+  // The elementwise max over the ranks of magnitudes (FP8 amaxes; a sign is dropped), NaN where any rank
+  // has NaN, +inf where any has +inf and none NaN; one collective per 128 values whatever the ranks.
   void all_reduce_max(std::span<float> values);
   // Makes every rank's weights rank 0's.
   void broadcast_parameters();
@@ -112,7 +113,7 @@ class DataParallel {
   std::vector<Tensor> piece_grads_;
   std::unique_ptr<Arena> arena_;
   Tensor buckets_buffer_, shard_, scalars_;
-  std::vector<double> gathered_;  // host staging of all_reduce_max, sized once
+  std::vector<int32_t> max_bits_;  // host staging of all_reduce_max, sized once
 };
 
 }  // namespace gpt

@@ -110,16 +110,17 @@ struct MpiCommunicator::State {
     const char* name = "";
     int64_t count = 0;
     DType dtype = DType::F32;
-    int64_t sequence = 0;  // this rank's collectives issued, this one included
+    int64_t sequence = 0;  // its number among this rank's arrivals (Communicator::arrive)
   };
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<Op> ops;
 
-  // The progress board: for each rank of this node, how many collectives it has issued, in memory the
-  // node's ranks share (MPI_Win_allocate_shared). Every rank issues the same collectives in the same
-  // order, so when this rank's n-th one times out, a peer whose count is below n has not reached it: the
-  // timeout can name it. Reading a peer's count needs no progress on the peer (it may be stuck in compute);
-  // ranks on other nodes are not on the board.
+  // The progress board: for each rank of this node, how many collectives it has issued (this
+  // communicator's and those of one layered over it, such as NCCL's), in memory the node's ranks share
+  // (MPI_Win_allocate_shared). Every rank issues the same collectives in the same order, so when this
+  // rank's n-th one times out, a peer whose count is below n has not reached it: the timeout can name it.
+  // Reading a peer's count needs no progress on the peer (it may be stuck in compute); ranks on other
+  // nodes are not on the board.
   MPI_Win board_window = MPI_WIN_NULL;
   int64_t* board = nullptr;           // [local_size]
   std::vector<int> node_world_ranks;  // world rank of each local rank
@@ -136,6 +137,11 @@ struct MpiCommunicator::State {
     GPT_CHECK(slot < (size_t{1} << kSlotBits), "more than {} MPI operations in flight", slot);
     return slot;
   }
+  int64_t arrive() {
+    ++issued;
+    std::atomic_ref<int64_t>(board[local_rank]).store(issued, std::memory_order_release);
+    return issued;
+  }
   uint64_t activate(size_t slot, const char* name, int64_t count, DType dtype) {
     Op& op = ops[slot];
     op.active = true;
@@ -143,8 +149,7 @@ struct MpiCommunicator::State {
     op.name = name;
     op.count = count;
     op.dtype = dtype;
-    op.sequence = ++issued;
-    if (board) std::atomic_ref<int64_t>(board[local_rank]).store(issued, std::memory_order_release);
+    op.sequence = arrive();
     return (static_cast<uint64_t>(op.serial) << kSlotBits) | slot;
   }
   MPI_Request* request(size_t slot) { return &ops[slot].request; }
@@ -239,6 +244,16 @@ CommHandle MpiCommunicator::all_gather_async(const Tensor& in, const Tensor& out
   return make_handle(state_->activate(slot, op, out.numel(), out.dtype));
 }
 
+CommHandle MpiCommunicator::all_reduce_max_async(const Tensor& buf, CommStream) {
+  const char* op = "all_reduce_max";
+  check_host(op, buf);
+  check_max_dtype(op, buf);
+  const int n = mpi_count(op, buf.numel());
+  const size_t slot = state_->free_slot();
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf.data, n, MPI_INT32_T, MPI_MAX, state_->comm, state_->request(slot)));
+  return make_handle(state_->activate(slot, op, buf.numel(), buf.dtype));
+}
+
 CommHandle MpiCommunicator::broadcast_async(const Tensor& buf, int root, CommStream) {
   const char* op = "broadcast";
   check_host(op, buf);
@@ -288,6 +303,8 @@ void MpiCommunicator::wait(uint64_t id) {
     }
   }
 }
+
+int64_t MpiCommunicator::arrive() { return state_->arrive(); }
 
 std::string MpiCommunicator::missing_ranks(int64_t sequence) const {
   std::string behind;

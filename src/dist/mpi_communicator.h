@@ -53,18 +53,20 @@ class MpiCommunicator final : public Communicator {
   CommHandle all_reduce_sum_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle reduce_scatter_sum_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;
   CommHandle all_gather_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;
+  CommHandle all_reduce_max_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle broadcast_async(const Tensor& buf, int root, CommStream stream = {}) override;
   CommHandle barrier_async() override;
   void poll() override;
+  // Counted on the node's progress board, which the node's ranks share.
+  int64_t arrive() override;
+  // The ranks of this node whose count on the board is below `arrival`.
+  std::string missing_ranks(int64_t arrival) const override;
 
  protected:
   bool test(uint64_t id) override;
   void wait(uint64_t id) override;
 
  private:
-  // Which ranks of this node have not yet issued this rank's collective #sequence, for a timeout's message.
-  std::string missing_ranks(int64_t sequence) const;
-
   struct State;
   std::unique_ptr<State> state_;
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_size_ = 1;

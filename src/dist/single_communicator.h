@@ -1,5 +1,5 @@
 // The communicator of a run with one process: every collective is complete on return. A reduction
-// over one rank is the identity, so all-reduce and broadcast do nothing and reduce-scatter and
+// over one rank is the identity, so the all-reduces and broadcast do nothing and reduce-scatter and
 // all-gather are copies.
 #pragma once
 
@@ -18,6 +18,7 @@ class SingleCommunicator final : public Communicator {
   CommHandle all_reduce_sum_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle reduce_scatter_sum_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;
   CommHandle all_gather_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;
+  CommHandle all_reduce_max_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle broadcast_async(const Tensor& buf, int root, CommStream stream = {}) override;
   CommHandle barrier_async() override { return {}; }
 };

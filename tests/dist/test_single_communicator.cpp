@@ -19,6 +19,10 @@ TEST(SingleCommunicator, IsAWorldOfOne) {
   EXPECT_FALSE(h.pending());
   h.wait();
   EXPECT_EQ(x, (std::vector<float>{1.5f, -2.0f}));
+  std::vector<int32_t> m = {7, -3};
+  c.all_reduce_max(Tensor(m.data(), {2}, DType::I32));
+  EXPECT_EQ(m, (std::vector<int32_t>{7, -3}));
+  EXPECT_THROW(c.all_reduce_max(Tensor(x.data(), {2})), Error);
   c.broadcast(Tensor(x.data(), {2}), 0);
   c.barrier();
   EXPECT_THROW(c.broadcast(Tensor(x.data(), {2}), 1), Error);

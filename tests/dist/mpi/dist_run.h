@@ -1,18 +1,27 @@
 // Tiny training runs for the data-parallel tests: a synthetic shard every rank reads, configs, and the
-// comparisons (losses from metrics.jsonl, parameters) with their tolerances.
+// comparisons (losses from metrics.jsonl, parameters) with their tolerances. The comparisons are shared
+// by the MPI tests (tests/dist/mpi, train.backend cpu) and the NCCL ones (tests/cuda/dist/mpi, cuda on
+// the emulator), which pass their own configs.
 #pragma once
 
 #include "config/config_loader.h"
 #include "data/shard.h"
+#include "dist/data_parallel.h"
+#include "io/checkpoint.h"
+#include "io/optimizer_shards.h"
 #include "mpi_test_util.h"
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <random>
 #include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <random>
+#include <string>
 
 namespace gpt::test {
 
@@ -61,7 +70,6 @@ inline double relative_difference(const std::vector<float>& a, const std::vector
   return diff / scale;
 }
 
-// Whether every rank holds exactly rank 0's values.
 // Values of the model's FP8 weights (the linear weights of its FP8 blocks). Each rank casts them once per
 // step, so a step's FP8 value count over W ranks exceeds one rank accumulating all W halves by W - 1 times
 // this.
@@ -116,12 +124,205 @@ inline void expect_fp8_ranks_cast_like_one_rank(const SharedDir& dir, Config two
   EXPECT_LT(diff, weight_tolerance);
 }
 
+// Whether every rank holds exactly rank 0's values.
 inline bool same_on_every_rank(std::vector<float> values) {
   std::vector<float> root = values;
   world().broadcast(Tensor(root.data(), {static_cast<int64_t>(root.size())}), 0);
   int32_t differs = root != values;
   world().all_reduce_sum(Tensor(&differs, {1}, DType::I32));
   return differs == 0;
+}
+
+// Masked targets spread unevenly over the ranks, with K = two.train.grad_accum_steps micro-batches of B =
+// two.train.batch_size: rank r's micro-batch k is rows [(kW + r)B, (kW + r + 1)B) of the step's K W B
+// rows, which `one` (one rank, a batch of W B rows accumulated K times or B rows K W times) reads in
+// order. Either way the loss is normalised by the step's target tokens on all ranks, so rank 1's mostly
+// masked rows weigh what they would in one big batch (and with dropout, micro-batch kW + r draws its own
+// masks on both sides).
+inline void expect_masked_targets_like_one_rank(const SharedDir& dir, const Config& two, Config one, int steps,
+                                                const std::string& comm_name, double loss_tolerance,
+                                                double weight_tolerance) {
+  const int B = two.train.batch_size, T = two.train.seq_len, K = two.train.grad_accum_steps;
+  const int W = world().world_size(), r = world().rank();
+  one.log.run_dir = dir.file("one_rank" + std::to_string(r));
+  Trainer dp(two, config_to_yaml(two), &world());
+  ASSERT_EQ(dp.data_parallel().comm().name(), comm_name);
+  Trainer ref(one, config_to_yaml(one));
+
+  std::mt19937 rng(42);  // the same stream on every rank
+  for (int step = 0; step < steps; ++step) {
+    std::vector<int32_t> all_in(static_cast<size_t>(K) * W * B * T), all_tg(all_in.size());
+    for (size_t i = 0; i < all_in.size(); ++i) {
+      const size_t row = i / T % (static_cast<size_t>(W) * B);
+      const double masked = row < static_cast<size_t>(B) ? 0.1 : 0.8;  // rank 0's rows mostly kept
+      all_in[i] = static_cast<int32_t>(rng() % 16);
+      all_tg[i] = std::uniform_real_distribution<double>(0, 1)(rng) < masked ? -1 : static_cast<int32_t>(rng() % 16);
+    }
+    std::vector<int32_t> in, tg;
+    for (int k = 0; k < K; ++k) {
+      const size_t begin = (static_cast<size_t>(k) * W * B + static_cast<size_t>(r) * B) * T;
+      in.insert(in.end(), all_in.begin() + begin, all_in.begin() + begin + B * T);
+      tg.insert(tg.end(), all_tg.begin() + begin, all_tg.begin() + begin + B * T);
+    }
+    const StepResult a = dp.train_step(in, tg);
+    const StepResult b = ref.train_step(all_in, all_tg);
+    EXPECT_EQ(a.target_tokens, b.target_tokens);
+    EXPECT_NEAR(a.loss, b.loss, loss_tolerance * b.loss) << "step " << step;
+    EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * b.grad_norm) << "step " << step;
+  }
+  const std::vector<float> p = dp.model().parameters_to_host();
+  const double diff = relative_difference(p, ref.model().parameters_to_host());
+  std::printf("[rank %d] %s, masked targets%s, %d ranks x K=%d vs 1 rank x B=%d K=%d: weights differ by %.2e of their "
+              "largest\n", r, comm_name.c_str(), two.model.dropout > 0 ? " + dropout" : "", W, K, one.train.batch_size,
+              one.train.grad_accum_steps, diff);
+  EXPECT_LT(diff, weight_tolerance);
+  EXPECT_TRUE(same_on_every_rank(p)) << "the ranks' weights drifted apart";
+}
+
+// ZeRO-1 against plain data parallelism from the same config. The reduce-scatter sums the same two halves
+// an all-reduce sums, and AdamW is elementwise, so ZeRO-1 differs only in the gradient norm: per-rank
+// partial sums of squares, added in double, against one sum over the whole arena. Clipping (active in
+// dist_run's configs) turns that last-bit difference into a relative difference of the update of about
+// 1e-7. Each rank keeps AdamW state for about 1/W of the elements.
+inline void expect_zero_like_plain(const SharedDir& dir, const Config& plain, const char* label) {
+  Config zero = plain;
+  zero.dist.zero = 1;
+  zero.log.run_dir = dir.file("run_zero");
+  Trainer a(plain, config_to_yaml(plain), &world());
+  a.run();
+  Trainer b(zero, config_to_yaml(zero), &world());
+  EXPECT_EQ(b.data_parallel().zero_stage(), 1);
+  EXPECT_LT(b.optimizer().num_elements(), a.optimizer().num_elements() / 2 + 64 * (plain.model.n_layer + 1));
+  EXPECT_LT(b.optimizer().state_bytes(), a.optimizer().state_bytes() * 0.6);
+  b.run();
+  const auto la = logged_losses(plain.log.run_dir), lb = logged_losses(zero.log.run_dir);
+  ASSERT_EQ(la.size(), static_cast<size_t>(plain.train.steps));
+  for (const auto& [step, loss] : la) EXPECT_NEAR(lb.at(step), loss, 1e-6 * loss) << "step " << step;
+  const std::vector<float> pb = b.model().parameters_to_host();
+  const double diff = relative_difference(pb, a.model().parameters_to_host());
+  std::printf("[rank %d] %s ZeRO-1 vs plain, %d steps: weights differ by %.2e of their largest\n", world().rank(),
+              label, plain.train.steps, diff);
+  EXPECT_LT(diff, 1e-5);
+  EXPECT_TRUE(same_on_every_rank(pb));
+}
+
+// `steps` steps on 2 ranks with ZeRO-1 (from `c`, whose run it takes over) write a checkpoint of two
+// optimizer shards. Resumed on 2 ranks for as many steps again it continues bit for bit; resumed on 1
+// rank (with the same global batch) it continues like the 2-rank run within the data-parallel
+// tolerance. And a 1-rank checkpoint (optimizer.bin) resumes on 2 ranks under ZeRO-1.
+inline void expect_zero_checkpoint_resumes_on_other_rank_counts(const SharedDir& dir, Config c, int steps,
+                                                                const char* label) {
+  namespace fs = std::filesystem;
+  const int r = world().rank();
+  ASSERT_EQ(world().world_size(), 2) << "the 1-rank runs below take twice the micro-batches of 2 ranks";
+  c.train.steps = steps;
+  c.dist.zero = 1;
+  c.model.dropout = 0.1;
+  c.optim.warmup_steps = 10;  // the learning rate of the first 2 x steps does not depend on train.steps then
+  { Trainer first(c, config_to_yaml(c), &world()); first.run(); }
+  const std::string ckpt = checkpoint_dir(c.log.run_dir, steps);
+  if (r == 0) {
+    EXPECT_TRUE(fs::exists(fs::path(ckpt) / optimizer_shard_name(0, 2)));
+    EXPECT_TRUE(fs::exists(fs::path(ckpt) / optimizer_shard_name(1, 2)));
+    EXPECT_FALSE(fs::exists(fs::path(ckpt) / "optimizer.bin"));
+    EXPECT_TRUE(verify_checkpoint(ckpt).empty());
+    fs::copy(c.log.run_dir, dir.file("run_for_one"), fs::copy_options::recursive);
+  }
+  world().barrier();
+
+  Config straight = c;
+  straight.train.steps = 2 * steps;
+  straight.log.run_dir = dir.file("straight");
+  Trainer s(straight, config_to_yaml(straight), &world());
+  s.run();
+  const std::vector<float> expected = s.model().parameters_to_host();
+
+  Config resumed = straight;
+  resumed.log.run_dir = c.log.run_dir;
+  resumed.train.resume = true;
+  Trainer two(resumed, config_to_yaml(resumed), &world());
+  EXPECT_EQ(two.step(), steps);
+  two.run();
+  EXPECT_EQ(two.model().parameters_to_host(), expected) << label << ": a 2-rank ZeRO-1 resume is not exact";
+
+  if (r == 0) {
+    // Rank 0 alone: twice the micro-batches, the global batch unchanged; dropout masks as 2 accumulated halves.
+    Config one = resumed;
+    one.log.run_dir = dir.file("run_for_one");
+    one.train.grad_accum_steps = 2 * c.train.grad_accum_steps;
+    Trainer single(one, config_to_yaml(one));
+    EXPECT_EQ(single.step(), steps);
+    single.run();
+    const double diff = relative_difference(single.model().parameters_to_host(), expected);
+    std::printf("%s ZeRO-1 checkpoint of 2 ranks resumed on 1: weights after %d steps differ by %.2e of their "
+                "largest\n", label, 2 * steps, diff);
+    EXPECT_LT(diff, 1e-4);
+
+    Config whole = c;
+    whole.dist.zero = 0;
+    whole.train.grad_accum_steps = 2 * c.train.grad_accum_steps;
+    whole.log.run_dir = dir.file("single_first");
+    Trainer w(whole, config_to_yaml(whole));
+    w.run();
+  }
+  world().barrier();
+  // The 1-rank checkpoint (optimizer.bin) continued on 2 ranks with ZeRO-1.
+  Config from_one = straight;
+  from_one.log.run_dir = dir.file("single_first");
+  from_one.train.resume = true;
+  Trainer z(from_one, config_to_yaml(from_one), &world());
+  EXPECT_EQ(z.step(), steps);
+  z.run();
+  const double diff = relative_difference(z.model().parameters_to_host(), expected);
+  std::printf("[rank %d] %s 1-rank checkpoint resumed on 2 ranks with ZeRO-1: weights after %d steps differ by %.2e\n",
+              r, label, 2 * steps, diff);
+  EXPECT_LT(diff, 1e-4);
+}
+
+// DataParallel::all_reduce_max over the ranks' FP8 amaxes, non-finite ones included: each element is
+// the max over the ranks, NaN where any rank has NaN, +inf where one has +inf and none NaN, as every
+// rank's scales must come from the same amaxes. 300 values: more than one collective's worth.
+inline void expect_max_over_ranks_keeps_nonfinite(DataParallel& dp) {
+  const int W = dp.world_size(), r = dp.rank();
+  const size_t n = 300;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto values_of = [&](int q) {
+    std::mt19937 rng(1000 + static_cast<uint32_t>(q));  // rank q's values, which every rank can compute
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t kind = rng() % 8;
+      v[i] = kind == 0   ? nan
+             : kind == 1 ? inf
+             : kind == 2 ? 0.0f
+             : kind == 3 ? std::numeric_limits<float>::denorm_min() * static_cast<float>(rng() % 100)
+                         : std::ldexp(std::uniform_real_distribution<float>(0.5f, 1.0f)(rng),
+                                      static_cast<int>(rng() % 60) - 30);
+    }
+    return v;
+  };
+  std::vector<std::vector<float>> all;
+  for (int q = 0; q < W; ++q) all.push_back(values_of(q));
+  std::vector<float> got = all[static_cast<size_t>(r)];
+  dp.all_reduce_max(got);
+  int nans = 0, infs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float expected = 0.0f;
+    bool any_nan = false;
+    for (const std::vector<float>& v : all) {
+      const float x = v[i];
+      any_nan = any_nan || std::isnan(x);
+      expected = std::max(expected, x);
+    }
+    if (any_nan) {
+      ++nans;
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i << ": " << got[i];
+    } else {
+      infs += std::isinf(expected);
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(expected)) << "element " << i;
+    }
+  }
+  EXPECT_GT(nans, 0);
+  EXPECT_GT(infs, 0);
 }
 
 }  // namespace gpt::test

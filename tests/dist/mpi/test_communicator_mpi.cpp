@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <numeric>
 #include <thread>
 
@@ -47,6 +48,11 @@ TEST(MpiCommunicator, AllReduceReduceScatterAllGatherBroadcast) {
   std::vector<float> mine = {static_cast<float>(r)}, all(static_cast<size_t>(W));
   c.all_gather(Tensor(mine.data(), {1}), Tensor(all.data(), {W}));
   for (int q = 0; q < W; ++q) EXPECT_EQ(all[q], static_cast<float>(q));
+
+  std::vector<int32_t> most = {r, -r, r == 1 ? INT32_MAX : INT32_MIN};
+  c.all_reduce_max(Tensor(most.data(), {3}, DType::I32));
+  EXPECT_EQ(most, (std::vector<int32_t>{W - 1, 0, INT32_MAX}));
+  EXPECT_THROW(c.all_reduce_max(Tensor(x.data(), {1000})), Error) << "only i32 values are maxed";
 
   int32_t value = r == 1 ? 77 : 0;
   c.broadcast(Tensor(&value, {1}, DType::I32), 1);

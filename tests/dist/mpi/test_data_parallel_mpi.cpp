@@ -4,9 +4,6 @@
 // divides by sqrt(v), which amplifies rounding in the smallest gradients; the measured differences are far
 // smaller: see the test output).
 #include "dist_run.h"
-#include "dist/data_parallel.h"
-
-#include <random>
 
 namespace gpt::test {
 namespace {
@@ -38,43 +35,14 @@ TEST(DataParallel, TwoRanksEqualOneRankWithTwiceTheBatch) {
   EXPECT_TRUE(same_on_every_rank(p)) << "the ranks' weights drifted apart";
 }
 
-// Masked targets (-1), unevenly spread over the ranks, with accumulation: the loss is normalised by the
-// target tokens of the whole step on all ranks, so rank 1's mostly masked half weighs what it would in one
-// big batch. Rank r's micro-batch k is rows [rB, (r+1)B) of the reference's micro-batch k.
+// Masked targets (-1), unevenly spread over the ranks, with accumulation, against one rank whose batch
+// holds both ranks' rows (dist_run.h).
 TEST(DataParallel, MaskedTargetsWithAccumulationEqualOneBigBatch) {
   SharedDir dir;
-  const int B = 3, T = 16, K = 2, W = world().world_size(), r = world().rank();
-  Config two = dist_run(dir, B, K);
+  const Config two = dist_run(dir, 3, 2);
   Config one = two;
-  one.train.batch_size = W * B;
-  one.log.run_dir = dir.file("one_rank" + std::to_string(r));
-  Trainer dp(two, config_to_yaml(two), &world());
-  Trainer ref(one, config_to_yaml(one));
-
-  std::mt19937 rng(42);  // the same stream on every rank
-  for (int step = 0; step < 5; ++step) {
-    std::vector<int32_t> all_in(static_cast<size_t>(K) * W * B * T), all_tg(all_in.size());
-    for (size_t i = 0; i < all_in.size(); ++i) {
-      const size_t row = i / T % (static_cast<size_t>(W) * B);
-      const double masked = row < static_cast<size_t>(B) ? 0.1 : 0.8;  // rank 0's rows mostly kept
-      all_in[i] = static_cast<int32_t>(rng() % 16);
-      all_tg[i] = std::uniform_real_distribution<double>(0, 1)(rng) < masked ? -1 : static_cast<int32_t>(rng() % 16);
-    }
-    std::vector<int32_t> in, tg;
-    for (int k = 0; k < K; ++k) {
-      const size_t begin = (static_cast<size_t>(k) * W * B + static_cast<size_t>(r) * B) * T;
-      in.insert(in.end(), all_in.begin() + begin, all_in.begin() + begin + B * T);
-      tg.insert(tg.end(), all_tg.begin() + begin, all_tg.begin() + begin + B * T);
-    }
-    const StepResult a = dp.train_step(in, tg);
-    const StepResult b = ref.train_step(all_in, all_tg);
-    EXPECT_EQ(a.target_tokens, b.target_tokens);
-    EXPECT_NEAR(a.loss, b.loss, kLossTolerance * b.loss) << "step " << step;
-    EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * b.grad_norm) << "step " << step;
-  }
-  const double diff = relative_difference(dp.model().parameters_to_host(), ref.model().parameters_to_host());
-  std::printf("[rank %d] masked targets, K=2: weights differ by %.2e of their largest\n", r, diff);
-  EXPECT_LT(diff, kWeightTolerance);
+  one.train.batch_size = world().world_size() * two.train.batch_size;
+  expect_masked_targets_like_one_rank(dir, two, one, 5, "mpi", kLossTolerance, kWeightTolerance);
 }
 
 // Dropout: rank r's micro-batch k draws the masks of micro-batch kW + r of a single rank accumulating KW
@@ -100,6 +68,14 @@ TEST(DataParallel, WithDropoutTwoRanksEqualOneRankAccumulating) {
 TEST(DataParallel, Fp8TwoRanksCastWithTheScalesOfOneRankAccumulating) {
   SharedDir dir;
   expect_fp8_ranks_cast_like_one_rank(dir, dist_run(dir, 4, 1), 4, 5, "mpi", kLossTolerance, kWeightTolerance);
+}
+
+// The FP8 amaxes' max over the ranks keeps NaN and +inf (dist_run.h).
+TEST(DataParallel, MaxOverRanksKeepsNonFiniteValues) {
+  SharedDir dir;
+  const Config c = dist_run(dir, 2, 1);
+  Trainer trainer(c, config_to_yaml(c), &world());
+  expect_max_over_ranks_keeps_nonfinite(trainer.data_parallel());
 }
 
 // K = 3 micro-batches: each gradient bucket is reduced exactly once per optimizer step (during the last

@@ -1,6 +1,7 @@
-// The NCCL communicator's collectives on device buffers against sums computed on the host, with random
-// inputs and poisoned outputs, and its watchdog: a collective one rank issues and the other does not
-// join in time aborts the communicator with a message naming the rank and the operation.
+// The NCCL communicator's collectives on device buffers against sums and maxes computed on the host, with
+// random inputs and poisoned outputs, and its watchdog: a collective one rank issues and the other does
+// not join in time aborts the communicator with a message naming the rank, the operation and the rank
+// that never issued it.
 #include "backend/cuda_entry.h"
 #include "mpi_test_util.h"
 
@@ -8,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -95,6 +97,24 @@ TEST(NcclCommunicator, CollectivesMatchTheHostArithmetic) {
   Tensor bc = d.upload(values_of(r, n, 4), n);
   d.comm->broadcast(bc, W - 1);
   EXPECT_EQ(d.download(bc), values_of(W - 1, n, 4));
+
+  // max of i32 values over the whole range, in place
+  auto ints_of = [&](int q) {
+    std::mt19937 rng(700 + static_cast<uint32_t>(q));
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int32_t& x : v) x = static_cast<int32_t>(rng());
+    return v;
+  };
+  std::vector<int32_t> ints = ints_of(r), max = ints;
+  for (int q = 0; q < W; ++q)
+    for (size_t i = 0; i < max.size(); ++i) max[i] = std::max(max[i], ints_of(q)[i]);
+  Tensor m = d.upload({}, n);
+  d.backend->copy_to_device(m.data, ints.data(), ints.size() * sizeof(int32_t));
+  d.comm->all_reduce_max(Tensor(m.data, {n}, DType::I32, Device::CUDA));
+  std::vector<int32_t> got(static_cast<size_t>(n));
+  d.backend->copy_to_host(got.data(), m.data, got.size() * sizeof(int32_t));
+  EXPECT_EQ(got, max);
+  EXPECT_THROW(d.comm->all_reduce_max(m), Error) << "a float max would drop NaNs; only i32 is maxed";
 }
 
 // bf16 sums: each addition in f32, rounded to bf16 once, as NCCL's kernels add.
@@ -123,8 +143,8 @@ TEST(NcclCommunicator, Bf16AllReduceRoundsEachAddition) {
 
 // Rank 1 joins rank 0's all-reduce only after rank 0's 1 s timeout: rank 0's watchdog aborts the
 // communicator, which also releases the compute stream waiting on the collective, and every later call
-// on rank 0 throws the watchdog's message. Rank 1's late all-reduce then completes against rank 0's
-// abandoned one, so both ranks leave cleanly.
+// on rank 0 throws the watchdog's message, which names rank 1 as the one that never issued it. Rank 1's
+// late all-reduce then completes against rank 0's abandoned one, so both ranks leave cleanly.
 TEST(NcclCommunicator, WatchdogAbortsACollectiveThatTimesOut) {
   NcclRig d;
   const int r = d.comm->rank();
@@ -141,8 +161,10 @@ TEST(NcclCommunicator, WatchdogAbortsACollectiveThatTimesOut) {
       message = e.what();
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_NE(message.find("rank 0 of 2: NCCL all_reduce_sum of 1000 f32 values (its collective #1) has not "
-                           "completed within 1 s (dist.timeout_s)"),
+    // Collectives are numbered over the job (the world's included), so the number is the board's.
+    EXPECT_NE(message.find("rank 0 of 2: NCCL all_reduce_sum of 1000 f32 values (its collective #"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("has not completed within 1 s (dist.timeout_s): rank 1 has not reached it"),
               std::string::npos)
         << message;
     EXPECT_GE(seconds, 1.0);
