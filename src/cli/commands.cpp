@@ -275,6 +275,11 @@ int run_plan(const std::vector<std::string>& argv) {
   GPT_CHECK(!args.has("json") || args.has("levers"),
             "plan: --json prints the table of levers, which --levers asks for; add --levers (the recompute table "
             "has no JSON form)");
+  if (args.has("json")) {
+    // stdout carries the JSON alone, for scripts to parse; the backend's messages go to stderr.
+    spdlog::set_default_logger(spdlog::stderr_color_st("plan"));
+    spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  }
   Config config = load_config(args.positionals[0], args.all("set"));
   const std::string budget_text = args.get("budget", config.memory.budget);
   std::optional<uint64_t> budget;

@@ -35,6 +35,13 @@ std::string describe_run(const LeverVariant& v) {
                      v.ranks > 1 ? fmt::format(", {} ranks, ZeRO-{}", v.ranks, c.dist.zero) : "");
 }
 
+const LeverRow& baseline_row(const LeverTable& table) {
+  const auto found =
+      std::find_if(table.rows.begin(), table.rows.end(), [](const LeverRow& r) { return r.family == "baseline"; });
+  GPT_CHECK(found != table.rows.end(), "the lever table has no FP32 baseline row");
+  return *found;
+}
+
 uint64_t bytes_sent(const LeverRow& row) { return static_cast<uint64_t>(std::llround(row.bytes_sent_per_step)); }
 
 }  // namespace
@@ -42,9 +49,7 @@ uint64_t bytes_sent(const LeverRow& row) { return static_cast<uint64_t>(std::llr
 std::string lever_report(const LeverTable& table, const BackendCapabilities& backend) {
   const Config& config = table.config;
   const ModelConfig& m = config.model;
-  const auto found = std::find_if(table.rows.begin(), table.rows.end(), [](const LeverRow& r) { return r.family == "baseline"; });
-  GPT_CHECK(found != table.rows.end(), "the lever table has no FP32 baseline row");
-  const LeverRow& baseline = *found;
+  const LeverRow& baseline = baseline_row(table);
   std::string out = fmt::format(
       "memory levers: L{} C{} NH{} Vp{}, sequence {}, global batch {} sequences (micro-batch {} x {} accumulated), "
       "attention {} scores; bytes per rank\n\n",
@@ -82,10 +87,14 @@ std::string lever_report(const LeverTable& table, const BackendCapabilities& bac
          "the ledger's total for that row's config (gpt-train plan --set ... shows its lines).\n"
          "extra fwd: forward FLOPs recomputed per step as a share of a plain step (forward + backward). Accumulation\n"
          "costs none, but smaller micro-batches keep the matrix products less busy: measure with gpt-train bench.\n"
-         "sent/step: bytes each rank sends per optimizer step in the gradient reduce-scatter and the weight\n"
-         "all-gather (ring algorithms). ZeRO-1 shows the rank with the most AdamW state, each gradient bucket\n"
-         "padded to 64 x ranks elements; the global batch is ranks times larger unless train.grad_accum_steps\n"
-         "shrinks with them.\n";
+         "sent/step: bytes each rank sends per optimizer step (ring algorithms): the gradients' all-reduce, or under\n"
+         "ZeRO-1 their reduce-scatter and the weights' all-gather. ZeRO-1 shows the rank with the most AdamW state,\n"
+         "each gradient bucket padded to 64 x ranks elements. The sharding rows' global batch is ranks times\n"
+         "larger unless train.grad_accum_steps shrinks with them; their other column is mostly the gradient\n"
+         "buckets, an FP32 copy of the gradients that data parallelism sums in.\n";
+  if (!backend.attention_keeps_probs)
+    out += "attention is fused: each block keeps one log-sum-exp per head and row instead of the probabilities, so\n"
+           "selective recomputation of attention saves no memory and reruns nothing (its row equals the baseline's).\n";
   return out;
 }
 
@@ -96,6 +105,8 @@ nlohmann::ordered_json lever_report_json(const LeverTable& table, const BackendC
   out["model"] = {{"n_layer", m.n_layer}, {"n_embd", m.n_embd}, {"n_head", m.n_head},
                   {"padded_vocab_size", m.padded_vocab_size()}};
   out["seq_len"] = config.train.seq_len;
+  const TrainConfig& global = baseline_row(table).variant.config.train;
+  out["global_batch_sequences"] = global.batch_size * global.grad_accum_steps;
   out["attention_keeps_probs"] = backend.attention_keeps_probs;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const LeverRow& row : table.rows) {
