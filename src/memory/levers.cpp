@@ -178,12 +178,21 @@ MemoryLedger variant_ledger(const LeverVariant& v, const BackendCapabilities& ba
 std::vector<uint64_t> planner_budgets(const Config& config, std::optional<uint64_t> budget,
                                       const BackendCapabilities& backend) {
   if (budget) return {*budget};
-  LeverVariant baseline{config, 1};
+  LeverVariant baseline{config, 1}, configured{config, 1};
   to_baseline(baseline);
+  as_configured(configured);
   const uint64_t most = variant_ledger(baseline, backend).total();
   std::vector<uint64_t> out;
-  for (const uint64_t gib : {80, 40, 24, 16, 12, 8, 6, 4})
-    if (gib << 30 < most) out.push_back(gib << 30);
+  for (const uint64_t gib : {80, 40, 24, 16, 12, 8, 6, 4}) {
+    if (gib << 30 >= most) continue;
+    out.push_back(gib << 30);
+    // The planner tries the same candidates whatever the budget: once one fails, every smaller one fails too.
+    try {
+      choose_memory_plan(configured.config, gib << 30, backend);
+    } catch (const Error&) {
+      break;
+    }
+  }
   return out;
 }
 

@@ -72,7 +72,7 @@ std::vector<Lever> standard_levers(const Config& config, const std::vector<uint6
                                    const BackendCapabilities& backend);
 
 // The budgets the planner rows try: `budget` when given, else the memory of common GPUs (4 to 80 GiB) below
-// what the FP32 baseline takes.
+// what the FP32 baseline takes, down to the first in which the planner finds nothing.
 std::vector<uint64_t> planner_budgets(const Config& config, std::optional<uint64_t> budget,
                                       const BackendCapabilities& backend);
 

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -268,6 +269,22 @@ TEST(Levers, APlannerBudgetNothingFitsSaysWhyAndTheLedgerRowsStay) {
   EXPECT_TRUE(row_named(table, "bf16").not_applicable.empty());
   // No LoRA row when the config trains every weight.
   for (const LeverRow& r : table.rows) EXPECT_NE(r.family, "fine-tuning") << r.name;
+}
+
+TEST(Levers, PlannerBudgetsStopAtTheFirstTheModelCannotFit) {
+  Config c = lever_config();
+  c.model = tiny_model(50257, 36, 1280, 20, 1024);  // GPT-2 774M at T = 1024: 12 GiB is too little
+  c.train.seq_len = 1024;
+  c.train.batch_size = 8;
+  c.train.grad_accum_steps = 1;
+  c.precision.recipe = "fp32";
+  const std::vector<uint64_t> budgets = planner_budgets(c, std::nullopt, capabilities());
+  ASSERT_GE(budgets.size(), 2u);
+  EXPECT_TRUE(std::is_sorted(budgets.rbegin(), budgets.rend()));
+  for (size_t i = 0; i + 1 < budgets.size(); ++i) EXPECT_NO_THROW(choose_memory_plan(c, budgets[i], capabilities()));
+  EXPECT_THROW(choose_memory_plan(c, budgets.back(), capabilities()), Error);
+  EXPECT_GT(budgets.back(), uint64_t{4} << 30);
+  EXPECT_EQ(planner_budgets(c, uint64_t{1} << 30, capabilities()), std::vector<uint64_t>{uint64_t{1} << 30});
 }
 
 // The text row's cells as format_bytes writes them, split into words: name, then the numbers.
