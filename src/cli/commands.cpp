@@ -359,7 +359,7 @@ const std::vector<Command>& commands() {
        tokenize_help},
       {"report", "draw loss, learning rate, throughput and memory of runs as PNG and SVG", run_report_command,
        report_help},
-      {"plan", "print the memory ledger of each recompute mode, without training", run_plan, plan_help},
+      {"plan", "print the memory ledger of each recompute mode or memory lever, without training", run_plan, plan_help},
       {"config", "print the resolved config, or the reference of all keys", run_config, config_help},
       {"info", "show CPU/BLAS threads and CUDA devices", run_info, info_help},
       {"bench", "time training steps: ms/step, tokens/s, MFU and time per op", bench::run_bench_command,
