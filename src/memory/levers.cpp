@@ -68,11 +68,10 @@ void recompute(LeverVariant& v, const RecomputePolicy& policy) {
   v.config.recompute = recompute_config(policy, v.config.model.n_layer);
 }
 
-// On the baseline, which trains every weight (the table does not plan data parallelism of LoRA adapters).
-std::string shard(LeverVariant& v, int ranks, int zero_stage = 1) {
+// Applied to the baseline, which trains every weight: variant_ledger plans no data parallelism of LoRA adapters.
+void shard(LeverVariant& v, int ranks, int zero_stage) {
   v.config.dist.zero = zero_stage;
   v.ranks = ranks;
-  return "";
 }
 
 DType reduce_dtype(const Config& c) { return c.dist.reduce_dtype == "bf16" ? DType::BF16 : DType::F32; }
@@ -108,7 +107,7 @@ DataParallelMemory data_parallel_memory(const ModelConfig& model, int ranks, int
   const int L = model.n_layer;
   struct Segment {
     size_t tensor;
-    int64_t offset, count, packed;
+    int64_t count, packed;  // elements, and their offset in the bucket
   };
   struct Bucket {
     std::vector<Segment> segments;
@@ -118,14 +117,14 @@ DataParallelMemory data_parallel_memory(const ModelConfig& model, int ranks, int
   for (size_t i = 0; i < layout.specs().size(); ++i) {
     const ArenaBuffer& buffer = layout.arena_layout().buffer(i);
     const auto numel = static_cast<int64_t>(buffer.bytes / dtype_size(buffer.dtype));
-    const auto add = [&](Bucket& b, int64_t offset, int64_t count) {
-      b.segments.push_back({i, offset, count, b.count});
+    const auto add = [&](Bucket& b, int64_t count) {
+      b.segments.push_back({i, count, b.count});
       b.count += count;
     };
     if (outside_blocks(layout.specs()[i].name)) {
-      add(buckets[static_cast<size_t>(L)], 0, numel);
+      add(buckets[static_cast<size_t>(L)], numel);
     } else {
-      for (int l = 0; l < L; ++l) add(buckets[static_cast<size_t>(l)], l * (numel / L), numel / L);
+      for (int l = 0; l < L; ++l) add(buckets[static_cast<size_t>(l)], numel / L);
     }
   }
   DataParallelMemory out;
@@ -198,76 +197,62 @@ std::vector<uint64_t> planner_budgets(const Config& config, std::optional<uint64
 
 std::vector<Lever> standard_levers(const Config& config, const std::vector<uint64_t>& budgets,
                                    const BackendCapabilities& backend) {
-  const int L = config.model.n_layer;
-  const auto lever = [](std::string family, std::string name, std::function<std::string(LeverVariant&)> change) {
+  using Change = std::function<std::string(LeverVariant&)>;
+  // A change that applies to every config.
+  const auto always = [](std::function<void(LeverVariant&)> f) -> Change {
+    return [f = std::move(f)](LeverVariant& v) {
+      f(v);
+      return std::string();
+    };
+  };
+  // A lever alone: the change applied to the FP32 baseline.
+  const auto lever = [](std::string family, std::string name, Change change) {
     return Lever{std::move(family), std::move(name), [change = std::move(change)](LeverVariant& v) {
                    to_baseline(v);
                    return change(v);
                  }};
   };
+  const int L = config.model.n_layer;
   std::vector<Lever> out;
-  out.push_back({"configured", "configured", [](LeverVariant& v) {
-                   as_configured(v);
-                   return std::string();
-                 }});
-  out.push_back(lever("baseline", "FP32 baseline", [](LeverVariant&) { return std::string(); }));
+  out.push_back({"configured", "configured", always(as_configured)});
+  out.push_back(lever("baseline", "FP32 baseline", always([](LeverVariant&) {})));
   for (const char* recipe : {"bf16", "fp8"})
-    out.push_back(lever("precision", recipe, [recipe](LeverVariant& v) {
-      v.config.precision.recipe = recipe;
-      return std::string();
-    }));
-  out.push_back(lever("precision", "bf16, grad_dtype bf16", [](LeverVariant& v) {
-    narrow_gradients(v);
-    return std::string();
-  }));
+    out.push_back(lever("precision", recipe, always([recipe](LeverVariant& v) { v.config.precision.recipe = recipe; })));
+  out.push_back(lever("precision", "bf16, grad_dtype bf16", always(narrow_gradients)));
   for (const int steps : {2, 4, 8})
     out.push_back(lever("accumulation", fmt::format("accumulation x{}", steps),
                         [steps](LeverVariant& v) { return accumulate(v, steps); }));
-  for (const RecomputePolicy& policy : standard_policies(L)) {
-    if (policy.mode == RecomputeMode::None) continue;
-    out.push_back(lever("recomputation", policy_name(policy, L), [policy](LeverVariant& v) {
-      recompute(v, policy);
-      return std::string();
-    }));
-  }
+  for (const RecomputePolicy& policy : standard_policies(L))
+    if (policy.mode != RecomputeMode::None)
+      out.push_back(lever("recomputation", policy_name(policy, L),
+                          always([policy](LeverVariant& v) { recompute(v, policy); })));
   // Data parallelism's own buffers, which ZeRO-1 needs as well: what the sharding rows save is against this.
-  out.push_back(lever("sharding", "data parallel on 8 ranks, no ZeRO", [](LeverVariant& v) { return shard(v, 8, 0); }));
+  out.push_back(lever("sharding", "data parallel on 8 ranks, no ZeRO", always([](LeverVariant& v) { shard(v, 8, 0); })));
   for (const int ranks : {2, 4, 8})
     out.push_back(lever("sharding", fmt::format("ZeRO-1 on {} ranks", ranks),
-                        [ranks](LeverVariant& v) { return shard(v, ranks); }));
+                        always([ranks](LeverVariant& v) { shard(v, ranks, 1); })));
   if (config.finetune.lora()) {
     const FinetuneConfig lora = config.finetune;
     const std::string targets = lora.lora_targets.size() == FinetuneConfig{}.lora_targets.size()
                                     ? std::string("every linear layer")
                                     : fmt::format("{}", fmt::join(lora.lora_targets, ","));
     out.push_back(lever("fine-tuning", fmt::format("LoRA rank {}, {}", lora.lora_rank, targets),
-                        [lora](LeverVariant& v) {
-                          v.config.finetune = lora;
-                          return std::string();
-                        }));
+                        always([lora](LeverVariant& v) { v.config.finetune = lora; })));
   }
 
   // Stacked in the planner's order on bf16 with bf16 gradients (the precision rows' last), each row adding one
   // lever to the row above: how far the levers together go. Accumulation to micro-batch 1 and full
   // recomputation every sqrt(L) blocks are each lever at its most.
-  std::vector<std::function<std::string(LeverVariant&)>> stack = {
-      [](LeverVariant& v) {
-        narrow_gradients(v);
-        return std::string();
-      },
-      [](LeverVariant& v) { return accumulate(v, v.config.train.batch_size * v.config.train.grad_accum_steps); },
-      [L](LeverVariant& v) {
-        recompute(v, full_every_auto(L));
-        return std::string();
-      },
-      [](LeverVariant& v) { return shard(v, 8); }};
-  const std::vector<std::string> stack_names = {"", "+ accumulation to micro-batch 1",
-                                                fmt::format("+ {}", policy_name(full_every_auto(L), L)),
-                                                "+ ZeRO-1 on 8 ranks"};
+  const std::vector<std::pair<std::string, Change>> stack = {
+      {"", always(narrow_gradients)},
+      {"+ accumulation to micro-batch 1",
+       [](LeverVariant& v) { return accumulate(v, v.config.train.batch_size * v.config.train.grad_accum_steps); }},
+      {"+ " + policy_name(full_every_auto(L), L), always([L](LeverVariant& v) { recompute(v, full_every_auto(L)); })},
+      {"+ ZeRO-1 on 8 ranks", always([](LeverVariant& v) { shard(v, 8, 1); })}};
   for (size_t n = 2; n <= stack.size(); ++n)
-    out.push_back(lever("combined", stack_names[n - 1], [stack, n](LeverVariant& v) {
+    out.push_back(lever("combined", stack[n - 1].first, [stack, n](LeverVariant& v) {
       for (size_t i = 0; i < n; ++i)
-        if (std::string why = stack[i](v); !why.empty()) return why;
+        if (std::string why = stack[i].second(v); !why.empty()) return why;
       return std::string();
     }));
 
