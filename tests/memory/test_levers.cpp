@@ -255,7 +255,8 @@ TEST(Levers, AccumulationRowsKeepTheGlobalBatch) {
   }
 
   c.train.global_batch_tokens = 4 * c.train.seq_len;
-  const LeverRow& eight = row_named(lever_table(c, std::nullopt, capabilities()), "accumulation x8");
+  const LeverTable four = lever_table(c, std::nullopt, capabilities());
+  const LeverRow& eight = row_named(four, "accumulation x8");
   EXPECT_NE(eight.not_applicable.find("4 sequences does not split into 8"), std::string::npos) << eight.not_applicable;
 }
 
