@@ -18,6 +18,8 @@
 #include "io/durable_file.h"
 #include "io/llmc_model_file.h"
 #include "io/lora_adapters.h"
+#include "memory/levers.h"
+#include "memory/levers_report.h"
 #include "memory/plan_report.h"
 #include "memory/recompute.h"
 #include "model/kv_cache_decoder.h"
@@ -78,7 +80,9 @@ const std::vector<OptionSpec> kSampleOptions = {
 
 const std::vector<OptionSpec> kPlanOptions = {
     {"set", "KEY=VALUE", "Override a config key (repeatable).", true},
-    {"budget", "SIZE", "Mark which rows fit this much memory, e.g. 8GiB (default: memory.budget, if set)."},
+    {"budget", "SIZE", "Mark which rows fit this much memory, e.g. 8GiB (default: memory.budget, if set); with --levers, the budget the planner rows fit."},
+    {"levers", "", "Print the table of memory levers instead: each precision, accumulation, recompute and ZeRO-1 lever alone, stacked, and the planner's choice per budget."},
+    {"json", "", "With --levers: print the table as JSON, for scripts."},
 };
 
 const std::vector<OptionSpec> kConfigOptions = {
@@ -266,7 +270,16 @@ int run_sample(const std::vector<std::string>& argv) {
 
 int run_plan(const std::vector<std::string>& argv) {
   ParsedArgs args = parse_args("plan", argv, kPlanOptions);
-  GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train plan CONFIG.yaml [--budget 8GiB] [--set key=value ...]");
+  GPT_CHECK(args.positionals.size() == 1,
+            "usage: gpt-train plan CONFIG.yaml [--budget 8GiB] [--levers [--json]] [--set key=value ...]");
+  GPT_CHECK(!args.has("json") || args.has("levers"),
+            "plan: --json prints the table of levers, which --levers asks for; add --levers (the recompute table "
+            "has no JSON form)");
+  if (args.has("json")) {
+    // stdout carries the JSON alone, for scripts to parse; the backend's messages go to stderr.
+    spdlog::set_default_logger(spdlog::stderr_color_st("plan"));
+    spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  }
   Config config = load_config(args.positionals[0], args.all("set"));
   const std::string budget_text = args.get("budget", config.memory.budget);
   std::optional<uint64_t> budget;
@@ -276,7 +289,14 @@ int run_plan(const std::vector<std::string>& argv) {
   }
   auto backend = make_backend(parse_backend_kind(config.train.backend),
                               {1, config.precision.tf32, parse_attention_kind(config.train.attention)});
-  std::cout << plan_report(config, budget, backend->capabilities());
+  const BackendCapabilities capabilities = backend->capabilities();
+  if (args.has("levers")) {
+    const LeverTable table = lever_table(config, budget, capabilities);
+    if (args.has("json")) std::cout << lever_report_json(table, capabilities).dump(2) << "\n";
+    else std::cout << lever_report(table, capabilities);
+    return 0;
+  }
+  std::cout << plan_report(config, budget, capabilities);
   return 0;
 }
 
@@ -314,9 +334,11 @@ std::string sample_help() {
          "directory uses its newest checkpoint).\n\noptions:\n" + options_help(kSampleOptions);
 }
 std::string plan_help() {
-  return "usage: gpt-train plan CONFIG.yaml [--budget 8GiB] [--set key=value ...]\n\nPrint, without training, what "
-         "params, grads, optimizer state and activations will take for each recompute mode, and the extra forward "
-         "FLOPs each costs.\n\noptions:\n" + options_help(kPlanOptions);
+  return "usage: gpt-train plan CONFIG.yaml [--budget 8GiB] [--levers [--json]] [--set key=value ...]\n\nPrint, "
+         "without training, what params, grads, optimizer state and activations will take for each recompute mode, "
+         "and the extra forward FLOPs each costs; with --levers, for each memory lever (precision, accumulation, "
+         "recomputation, ZeRO-1, LoRA when configured), and what each costs in recomputed FLOPs and traffic.\n\n"
+         "options:\n" + options_help(kPlanOptions);
 }
 std::string config_help() {
   return "usage: gpt-train config CONFIG.yaml [--set key=value ...]\n       gpt-train config --reference\n\nPrint "
@@ -337,7 +359,7 @@ const std::vector<Command>& commands() {
        tokenize_help},
       {"report", "draw loss, learning rate, throughput and memory of runs as PNG and SVG", run_report_command,
        report_help},
-      {"plan", "print the memory ledger of each recompute mode, without training", run_plan, plan_help},
+      {"plan", "print the memory ledger of each recompute mode or memory lever, without training", run_plan, plan_help},
       {"config", "print the resolved config, or the reference of all keys", run_config, config_help},
       {"info", "show CPU/BLAS threads and CUDA devices", run_info, info_help},
       {"bench", "time training steps: ms/step, tokens/s, MFU and time per op", bench::run_bench_command,
