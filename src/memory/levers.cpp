@@ -47,6 +47,7 @@ void to_baseline(LeverVariant& v) {
   c.finetune.lora_rank = 0;
   c.dist.zero = 0;
   c.dist.reduce_dtype = "fp32";
+  c.memory.offload = "none";
 }
 
 void narrow_gradients(LeverVariant& v) {
@@ -72,6 +73,17 @@ void recompute(LeverVariant& v, const RecomputePolicy& policy) {
 void shard(LeverVariant& v, int ranks, int zero_stage) {
   v.config.dist.zero = zero_stage;
   v.ranks = ranks;
+}
+
+// On one rank: the data-parallel buffers and ZeRO-1's shards are planned by variant_ledger for device-held
+// optimizer state only, so offload is not stacked on several ranks here.
+std::string offload_optimizer(LeverVariant& v, const BackendCapabilities& backend) {
+  if (backend.device_memory_is_host)
+    return "optimizer offload moves nothing on this backend: its device memory is the host's (plan with "
+           "train.backend: cuda to see it)";
+  if (v.ranks > 1) return "the lever table plans optimizer offload on one rank only";
+  v.config.memory.offload = "optimizer";
+  return "";
 }
 
 DType reduce_dtype(const Config& c) { return c.dist.reduce_dtype == "bf16" ? DType::BF16 : DType::F32; }
@@ -231,6 +243,8 @@ std::vector<Lever> standard_levers(const Config& config, const std::vector<uint6
   for (const int ranks : {2, 4, 8})
     out.push_back(lever("sharding", fmt::format("ZeRO-1 on {} ranks", ranks),
                         always([ranks](LeverVariant& v) { shard(v, ranks, 1); })));
+  out.push_back(lever("offload", "optimizer offload",
+                      [backend](LeverVariant& v) { return offload_optimizer(v, backend); }));
   if (config.finetune.lora()) {
     const FinetuneConfig lora = config.finetune;
     const std::string targets = lora.lora_targets.size() == FinetuneConfig{}.lora_targets.size()
@@ -248,7 +262,7 @@ std::vector<Lever> standard_levers(const Config& config, const std::vector<uint6
       {"+ accumulation to micro-batch 1",
        [](LeverVariant& v) { return accumulate(v, v.config.train.batch_size * v.config.train.grad_accum_steps); }},
       {"+ " + policy_name(full_every_auto(L), L), always([L](LeverVariant& v) { recompute(v, full_every_auto(L)); })},
-      {"+ ZeRO-1 on 8 ranks", always([](LeverVariant& v) { shard(v, 8, 1); })}};
+      {"+ optimizer offload", [backend](LeverVariant& v) { return offload_optimizer(v, backend); }}};
   for (size_t n = 2; n <= stack.size(); ++n)
     out.push_back(lever("combined", stack[n - 1].first, [stack, n](LeverVariant& v) {
       for (size_t i = 0; i < n; ++i)
@@ -265,6 +279,7 @@ std::vector<Lever> standard_levers(const Config& config, const std::vector<uint6
                        v.config.train.grad_accum_steps = choice.grad_accum_steps;
                        v.config.precision.recipe = choice.recipe;
                        v.config.recompute = recompute_config(choice.policy, v.config.model.n_layer);
+                       v.config.memory.offload = choice.offload;
                        return std::string();
                      } catch (const Error& e) {
                        return without_location(e.what());
@@ -284,6 +299,8 @@ LeverRow evaluate_lever(const Lever& lever, const Config& config, const BackendC
   row.ledger = variant_ledger(row.variant, backend);
   row.flops = step_flops(c.model, c.train.batch_size, c.train.seq_len, resolve_recompute(c.recompute, c.model.n_layer),
                          backend.attention_keeps_probs);
+  // Offload moves each step's gradients to the host and the updated FP32 weights back.
+  if (c.memory.offload == "optimizer") row.host_traffic_per_step = row.ledger.gradients + row.ledger.parameters;
   if (row.variant.ranks > 1)
     row.bytes_sent_per_step =
         data_parallel_memory(c.model, row.variant.ranks, c.dist.zero, reduce_dtype(c)).bytes_sent_per_step;

@@ -5,7 +5,8 @@
 // Each row is a named transform of the config (a Lever), and its numbers come from running the ledger and the
 // planner on the transformed config, the code a run itself plans with; so the table cannot disagree with what a
 // run of that config would plan. Rows follow the order in which the levers are best pulled (the planner's order):
-// precision, then accumulation, then recomputation, then sharding over data-parallel ranks.
+// precision, then accumulation, then recomputation, then sharding over data-parallel ranks or offloading the
+// optimizer to host memory (whose bytes the table shows in a host column beside the device's).
 #pragma once
 
 #include "backend/backend.h"
@@ -28,7 +29,7 @@ struct LeverVariant {
 };
 
 struct Lever {
-  std::string family;  // precision, accumulation, recomputation, sharding, fine-tuning, combined, planner
+  std::string family;  // precision, accumulation, recomputation, sharding, offload, fine-tuning, combined, planner
   std::string name;
   // Turns the configured run into this lever's; returns why the lever cannot apply to it (empty when it can).
   std::function<std::string(LeverVariant&)> apply;
@@ -57,9 +58,10 @@ struct LeverRow {
   MemoryLedger ledger;
   StepFlops flops;  // of one micro-batch
   double bytes_sent_per_step = 0.0;
+  uint64_t host_traffic_per_step = 0;  // under optimizer offload: the gradients to the host, FP32 weights back
 
   // The four components and the rest of the ledger (communication buffers, backend workspace, LoRA scratch),
-  // which sum to ledger.total().
+  // which sum to ledger.total(), the device's bytes; ledger.host_total() is what offload keeps on the host.
   uint64_t params() const { return ledger.parameters + ledger.frozen_weights + ledger.compute_weights; }
   uint64_t other() const { return ledger.adapter_scratch + ledger.communication + ledger.backend_workspace; }
 };

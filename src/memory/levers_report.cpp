@@ -19,6 +19,7 @@ const std::map<std::string, std::string>& family_headers() {
       {"accumulation", "accumulation (the same global batch in smaller micro-batches)"},
       {"recomputation", "recomputation (every block)"},
       {"sharding", "sharding over data-parallel ranks (per rank, the micro-batch unchanged)"},
+      {"offload", "offload (the FP32 masters, a host copy of the gradients and AdamW state in host memory)"},
       {"fine-tuning", "fine-tuning (the configured adapters; the base frozen in the compute format)"},
       {"combined", "combined: bf16 with bf16 gradients, each row adding one lever to the row above"},
       {"planner", "planner (memory.budget keeps the global batch; precision, then accumulation, then recomputation)"},
@@ -57,8 +58,9 @@ std::string lever_report(const LeverTable& table, const BackendCapabilities& bac
       baseline.variant.config.train.batch_size * baseline.variant.config.train.grad_accum_steps,
       baseline.variant.config.train.batch_size, baseline.variant.config.train.grad_accum_steps,
       backend.attention_keeps_probs ? "materialises" : "does not store");
-  out += fmt::format("  {:<38} {:>10} {:>10} {:>10} {:>11} {:>10} {:>10} {:>9} {:>10}\n", "lever", "params", "grads",
-                     "optimizer", "activations", "other", "total", "extra fwd", "sent/step");
+  out += fmt::format("  {:<38} {:>10} {:>10} {:>10} {:>11} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10}\n", "lever", "params",
+                     "grads", "optimizer", "activations", "other", "total", "host", "extra fwd", "sent/step",
+                     "host/step");
   std::vector<std::string> notes;
   std::string family;
   for (const LeverRow& row : table.rows) {
@@ -74,17 +76,22 @@ std::string lever_report(const LeverTable& table, const BackendCapabilities& bac
       continue;
     }
     const MemoryLedger& l = row.ledger;
-    out += fmt::format("{:<40} {:>10} {:>10} {:>10} {:>11} {:>10} {:>10} {:>8.1f}% {:>10}\n", name,
+    out += fmt::format("{:<40} {:>10} {:>10} {:>10} {:>11} {:>10} {:>10} {:>10} {:>8.1f}% {:>10} {:>10}\n", name,
                        format_bytes(row.params()), format_bytes(l.gradients), format_bytes(l.optimizer),
                        format_bytes(l.activations()), format_bytes(row.other()), format_bytes(l.total()),
-                       100.0 * row.flops.overhead(), row.variant.ranks > 1 ? format_bytes(bytes_sent(row)) : "-");
+                       l.host_total() > 0 ? format_bytes(l.host_total()) : "-", 100.0 * row.flops.overhead(),
+                       row.variant.ranks > 1 ? format_bytes(bytes_sent(row)) : "-",
+                       row.host_traffic_per_step > 0 ? format_bytes(row.host_traffic_per_step) : "-");
     if (row.family == "configured" || row.family == "planner") out += "      = " + describe_run(row.variant) + "\n";
   }
   for (size_t i = 0; i < notes.size(); ++i) out += fmt::format("\n[{}] {}", i + 1, notes[i]);
   if (!notes.empty()) out += "\n";
-  out += "\nparams: the FP32 masters, the compute copy of the weights (16/8-bit recipes) and a LoRA run's frozen base.\n"
+  out += "\nparams: the FP32 masters (on the device under offload too: the forward reads them), the compute copy of the weights (16/8-bit recipes) and a LoRA run's frozen base.\n"
          "other: communication buffers, the backend's own workspace and LoRA scratch; the columns sum to total,\n"
-         "the ledger's total for that row's config (gpt-train plan --set ... shows its lines).\n"
+         "the ledger's total for that row's config (gpt-train plan --set ... shows its lines); every column before\n"
+         "host is device memory. host: what optimizer offload keeps in host memory (FP32 masters, the gradients'\n"
+         "host copy, AdamW moments); host/step: the gradients copied to the host and the FP32 weights written\n"
+         "back each optimizer step.\n"
          "extra fwd: forward FLOPs recomputed per step as a share of a plain step (forward + backward). Accumulation\n"
          "costs none, but smaller micro-batches keep the matrix products less busy: measure with gpt-train bench.\n"
          "sent/step: bytes each rank sends per optimizer step (ring algorithms): the gradients' all-reduce, or under\n"
@@ -124,7 +131,8 @@ nlohmann::ordered_json lever_report_json(const LeverTable& table, const BackendC
                 {"recompute", resolve_recompute(c.recompute, m.n_layer).describe()},
                 {"ranks", row.variant.ranks},
                 {"zero", row.variant.ranks > 1 ? c.dist.zero : 0},
-                {"lora_rank", c.finetune.lora_rank}};
+                {"lora_rank", c.finetune.lora_rank},
+                {"offload", c.memory.offload}};
     const MemoryLedger& l = row.ledger;
     r["bytes"] = {{"params", row.params()}, {"gradients", l.gradients}, {"optimizer", l.optimizer},
                   {"activations", l.activations()}, {"other", row.other()}, {"total", l.total()}};
@@ -138,12 +146,17 @@ nlohmann::ordered_json lever_report_json(const LeverTable& table, const BackendC
     ledger["adapter_scratch"] = l.adapter_scratch;
     ledger["communication"] = l.communication;
     ledger["backend_workspace"] = l.backend_workspace;
-    r["ledger"] = ledger;
     r["flops"] = {{"forward", row.flops.forward},
                   {"recompute", row.flops.recompute},
                   {"backward", row.flops.backward},
                   {"recompute_share", row.flops.overhead()}};
+    ledger["host_parameters"] = l.host_parameters;
+    ledger["host_gradients"] = l.host_gradients;
+    ledger["host_optimizer"] = l.host_optimizer;
+    r["ledger"] = ledger;
+    r["bytes"]["host"] = l.host_total();
     r["bytes_sent_per_step"] = bytes_sent(row);
+    r["host_traffic_per_step"] = row.host_traffic_per_step;
     rows.push_back(r);
   }
   out["rows"] = rows;

@@ -62,6 +62,9 @@ void expect_same_ledger(const MemoryLedger& got, const MemoryLedger& want, const
   for (int u = 0; u < kActivationUses; ++u) EXPECT_EQ(got.activation[u], want.activation[u]) << "activation use " << u;
   EXPECT_EQ(got.communication, want.communication);
   EXPECT_EQ(got.backend_workspace, want.backend_workspace);
+  EXPECT_EQ(got.host_parameters, want.host_parameters);
+  EXPECT_EQ(got.host_gradients, want.host_gradients);
+  EXPECT_EQ(got.host_optimizer, want.host_optimizer);
   EXPECT_EQ(got.total(), want.total());
 }
 
@@ -85,6 +88,7 @@ class LayoutOnlyCommunicator : public Communicator {
     GPT_FAIL("layout-only communicator");
   }
   CommHandle all_gather_async(const Tensor&, const Tensor&, CommStream) override { GPT_FAIL("layout-only communicator"); }
+  CommHandle all_reduce_max_async(const Tensor&, CommStream) override { GPT_FAIL("layout-only communicator"); }
   CommHandle broadcast_async(const Tensor&, int, CommStream) override { GPT_FAIL("layout-only communicator"); }
   CommHandle barrier_async() override { GPT_FAIL("layout-only communicator"); }
 
@@ -150,6 +154,11 @@ TEST(Levers, EachRowIsTheLedgerOfItsLeversConfig) {
       {"LoRA rank 4, qkv,fc", with([&](Config& v) { v.finetune = c.finetune; })},
       {"+ accumulation to micro-batch 1", with([&](Config& v) { narrow(v), micro(v, 1); })},
       {"+ full every 2", with([&](Config& v) { narrow(v), micro(v, 1), recompute(v, "full", {}, "2"); })},
+      {"optimizer offload", with([](Config& v) { v.memory.offload = "optimizer"; })},
+      {"+ optimizer offload", with([&](Config& v) {
+         narrow(v), micro(v, 1), recompute(v, "full", {}, "2");
+         v.memory.offload = "optimizer";
+       })},
   };
   // Data parallel rows: the single-rank ledger of the same config, with the state and buffers one rank holds.
   struct Sharded {
@@ -161,7 +170,6 @@ TEST(Levers, EachRowIsTheLedgerOfItsLeversConfig) {
       {"ZeRO-1 on 2 ranks", {base, 2, 1}},
       {"ZeRO-1 on 4 ranks", {base, 4, 1}},
       {"ZeRO-1 on 8 ranks", {base, 8, 1}},
-      {"+ ZeRO-1 on 8 ranks", {with([&](Config& v) { narrow(v), micro(v, 1), recompute(v, "full", {}, "2"); }), 8, 1}},
   };
   Config planned = c;
   const MemoryChoice choice = choose_memory_plan(planned, budget, capabilities());
@@ -180,6 +188,14 @@ TEST(Levers, EachRowIsTheLedgerOfItsLeversConfig) {
     if (const auto w = want.find(row.name); w != want.end()) {
       expect_same_ledger(row.ledger, ledger_of(w->second), row.name);
       EXPECT_EQ(row.bytes_sent_per_step, 0.0);
+      // Offload's traffic: the gradients to the host and the FP32 weights back, each optimizer step.
+      EXPECT_EQ(row.host_traffic_per_step, w->second.memory.offload == "optimizer"
+                                               ? row.ledger.gradients + row.ledger.parameters
+                                               : 0);
+      if (w->second.memory.offload == "optimizer") {
+        EXPECT_EQ(row.ledger.optimizer, 0u);
+        EXPECT_GT(row.ledger.host_optimizer, 0u);
+      }
       const Config& v = w->second;
       const StepFlops f = step_flops(v.model, v.train.batch_size, v.train.seq_len,
                                      resolve_recompute(v.recompute, v.model.n_layer), true);
@@ -200,6 +216,17 @@ TEST(Levers, EachRowIsTheLedgerOfItsLeversConfig) {
   }
   for (const auto& [name, config] : want) ADD_FAILURE() << "no row '" << name << "'";
   for (const auto& [name, config] : sharded) ADD_FAILURE() << "no row '" << name << "'";
+}
+
+TEST(Levers, OffloadRowsSayWhyOnABackendWhoseDeviceMemoryIsTheHosts) {
+  BackendCapabilities cpu_like = capabilities();
+  cpu_like.device_memory_is_host = true;
+  const LeverTable table = lever_table(lever_config(), std::nullopt, cpu_like);
+  for (const char* name : {"optimizer offload", "+ optimizer offload"}) {
+    const LeverRow& row = row_named(table, name);
+    EXPECT_NE(row.not_applicable.find("its device memory is the host's"), std::string::npos) << row.not_applicable;
+  }
+  for (const LeverRow& row : table.rows) EXPECT_EQ(row.ledger.host_total(), 0u) << row.name;
 }
 
 TEST(Levers, ZeroOneShardsTheOptimizerStateByTheRankCountWithBucketPadding) {
@@ -320,14 +347,21 @@ TEST(Levers, JsonParsesAndCarriesTheTextsNumbers) {
   for (const auto& row : j["rows"]) {
     const std::string name = row["name"];
     SCOPED_TRACE(name);
+    // On the CPU backend only offload cannot apply (its device memory is the host's).
+    if (name.find("optimizer offload") != std::string::npos) {
+      EXPECT_FALSE(row["applies"].get<bool>());
+      continue;
+    }
     ASSERT_TRUE(row["applies"].get<bool>()) << row["not_applicable"];
     const auto& b = row["bytes"];
     const uint64_t sum = b["params"].get<uint64_t>() + b["gradients"].get<uint64_t>() + b["optimizer"].get<uint64_t>() +
                          b["activations"].get<uint64_t>() + b["other"].get<uint64_t>();
     EXPECT_EQ(sum, b["total"].get<uint64_t>());
     const uint64_t sent = row["bytes_sent_per_step"];
+    EXPECT_EQ(b["host"].get<uint64_t>(), 0u);
+    EXPECT_EQ(row["host_traffic_per_step"].get<uint64_t>(), 0u);
     std::vector<std::string> cells = words(
-        fmt::format("{} {} {} {} {} {} {:.1f}% {}", format_bytes(b["params"]), format_bytes(b["gradients"]),
+        fmt::format("{} {} {} {} {} {} - {:.1f}% {} -", format_bytes(b["params"]), format_bytes(b["gradients"]),
                     format_bytes(b["optimizer"]), format_bytes(b["activations"]), format_bytes(b["other"]),
                     format_bytes(b["total"]), 100.0 * row["flops"]["recompute_share"].get<double>(),
                     row["run"]["ranks"].get<int>() > 1 ? format_bytes(sent) : "-"));
