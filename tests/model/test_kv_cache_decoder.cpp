@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cpu/gradcheck.h"
+#include "forwarding_backend.h"
 #include "test_util.h"
 #include "train/sampler.h"
 
@@ -174,28 +175,15 @@ TEST(KvCacheDecoder, DecodesEveryRecipeInItsOwnFormats) {
 }
 
 // The CPU backend, saying its products take only some operand formats (as cuBLASLt's do).
-class LimitedProductsBackend final : public Backend {
+class LimitedProductsBackend final : public ForwardingBackend {
  public:
-  explicit LimitedProductsBackend(Backend& inner) : inner_(inner) {}
+  using ForwardingBackend::ForwardingBackend;
   std::string name() const override { return "limited"; }
-  Device device() const override { return inner_.device(); }
   BackendCapabilities capabilities() const override {
-    BackendCapabilities c = inner_.capabilities();
+    BackendCapabilities c = ForwardingBackend::capabilities();
     c.products_of_any_formats = false;
     return c;
   }
-  void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
-  void deallocate(void* ptr) override { inner_.deallocate(ptr); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override { inner_.copy_to_device(dst, src, bytes); }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override { inner_.copy_to_host(dst, src, bytes); }
-  void synchronize() override { inner_.synchronize(); }
-#define GPT_FORWARD_OP(method, Args, op, category) \
-  void method(const Args& args) override { inner_.method(args); }
-  GPT_BACKEND_OPS(GPT_FORWARD_OP)
-#undef GPT_FORWARD_OP
-
- private:
-  Backend& inner_;
 };
 
 // Such a backend decodes FP32 with the cache and refuses it, naming the way out, for a narrow recipe.
