@@ -67,19 +67,6 @@ const T* dropped_rows(const T* p, const Dims& d, int64_t r0, int64_t r1, uint64_
   return buffer.data();
 }
 
-// In place over row[0..len): row = softmax(row).
-template <class T>
-void softmax_row(T* row, int64_t len) {
-  const T max_val = lane_max(row, len);
-  const double sum = lane_sum(len, [&](int64_t t2) {
-    const T e = exp_of(row[t2] - max_val);
-    row[t2] = e;
-    return e;
-  });
-  const T inv_sum = static_cast<T>(1.0 / sum);
-  for (int64_t t2 = 0; t2 < len; ++t2) row[t2] *= inv_sum;
-}
-
 template <class T>
 void attention_forward_kernel(T* out, T* probs, const T* qkv, const Dims& d, const DropoutMask& mask) {
   const int64_t C = d.channels, hs = d.head_size, ld_qkv = 3 * C;
@@ -97,7 +84,7 @@ void attention_forward_kernel(T* out, T* probs, const T* qkv, const Dims& d, con
     gemm(false, true, rows, r1, hs, scale, q + r0 * ld_qkv, ld_qkv, k, ld_qkv, T(0), p + r0 * d.seq, d.seq);
     for (int64_t t = r0; t < r1; ++t) {
       T* row = p + t * d.seq;
-      softmax_row(row, t + 1);
+      softmax_row(row, row, t + 1);
       std::fill(row + t + 1, row + d.seq, T(0));
     }
 

@@ -20,16 +20,7 @@ template <class T>
 void softmax_forward_kernel(T* out, const T* in, int64_t rows, int64_t cols) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const T* x = in + r * cols;
-    T* y = out + r * cols;
-    const T max_val = lane_max(x, cols);
-    const double sum = lane_sum(cols, [&](int64_t j) {
-      const T e = exp_of(x[j] - max_val);
-      y[j] = e;
-      return e;
-    });
-    const T inv = static_cast<T>(1.0 / sum);
-    for (int64_t j = 0; j < cols; ++j) y[j] *= inv;
+    softmax_row(out + r * cols, in + r * cols, cols);
   }
 }
 
