@@ -13,6 +13,7 @@
 #include "test_util.h"
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace gpt::test {
@@ -75,6 +76,14 @@ inline TrainResult train_steps(Backend& backend, const TrainShape& shape, const 
   }
   r.final_parameters = model.parameters_to_host();
   return r;
+}
+
+// r is the reference run bit for bit: the first step's gradients, every step's loss and the final weights.
+inline void expect_bitwise_equal_runs(const TrainResult& r, const TrainResult& reference) {
+  ASSERT_EQ(r.first_gradients.size(), reference.first_gradients.size());
+  EXPECT_EQ(std::memcmp(r.first_gradients.data(), reference.first_gradients.data(), r.first_gradients.size()), 0);
+  EXPECT_EQ(r.losses, reference.losses);
+  EXPECT_EQ(r.final_parameters, reference.final_parameters);
 }
 
 }  // namespace gpt::test

@@ -14,6 +14,7 @@
 // save a read of the masters (4 of the 34 bytes per parameter that the update and the cast move together).
 #include "kernels/adamw.h"
 
+#include "backend/op_checks.h"
 #include "common/launch.cuh"
 #include "common/vector_access.cuh"
 
@@ -74,19 +75,13 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 void adamw_update(const AdamWArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.params.empty() && !args.grads.empty() && !args.m.empty() && !args.v.empty(),
-            "adamw_update: params, grads, m and v are required");
+  const int64_t n = check_adamw(args);
   GPT_CHECK(args.params.dtype == DType::F32 && args.m.dtype == DType::F32 && args.v.dtype == DType::F32,
             "adamw_update: params, m and v must be f32 on the CUDA backend (FP32 masters), got {}, {} and {}",
             dtype_name(args.params.dtype), dtype_name(args.m.dtype), dtype_name(args.v.dtype));
   GPT_CHECK(args.grads.dtype == DType::F32 || is_narrow_float(args.grads.dtype),
             "adamw_update: grads is {}; the CUDA backend takes f32, bf16, f16, e4m3 or e5m2 gradients",
             dtype_name(args.grads.dtype));
-  const int64_t n = args.params.numel();
-  GPT_CHECK(args.grads.numel() == n && args.m.numel() == n && args.v.numel() == n,
-            "adamw_update: element counts differ: params {}, grads {}, m {}, v {}", n, args.grads.numel(),
-            args.m.numel(), args.v.numel());
-  GPT_CHECK(args.step >= 1, "adamw_update: step must be >= 1, got {}", args.step);
   if (n == 0) return;
   const bool vector =
       pack_aligned(args.params) && pack_aligned(args.grads) && pack_aligned(args.m) && pack_aligned(args.v);

@@ -31,6 +31,7 @@
 #include "kernels/attention.h"
 #include "kernels/flash_attention.h"
 
+#include "backend/op_checks.h"
 #include "common/block_reduce.cuh"
 #include "common/cuda_check.h"
 #include "common/launch.cuh"
@@ -209,22 +210,7 @@ __global__ void softmax_backward_kernel(float* dprobs, const float* probs, int64
   }
 }
 
-struct Dims {
-  int64_t batch, seq, channels, heads, head_size;
-};
-
-Dims attention_dims(const Tensor& qkv, const Tensor& out, const Tensor& probs, int n_head, const char* op) {
-  GPT_CHECK(qkv.ndim == 3 && qkv.dim(2) % 3 == 0, "{}: qkv must be [B,T,3C], got {}", op, qkv.shape_string());
-  Dims d{qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, n_head, 0};
-  GPT_CHECK(n_head > 0 && d.channels % n_head == 0, "{}: n_head {} does not divide C = {}", op, n_head, d.channels);
-  d.head_size = d.channels / n_head;
-  GPT_CHECK(out.ndim == 3 && out.dim(0) == d.batch && out.dim(1) == d.seq && out.dim(2) == d.channels,
-            "{}: out must be ({},{},{}), got {}", op, d.batch, d.seq, d.channels, out.shape_string());
-  GPT_CHECK(probs.ndim == 4 && probs.dim(0) == d.batch && probs.dim(1) == d.heads && probs.dim(2) == d.seq &&
-                probs.dim(3) == d.seq,
-            "{}: probs must be ({},{},{},{}), got {}", op, d.batch, d.heads, d.seq, d.seq, probs.shape_string());
-  return d;
-}
+using Dims = AttentionDims;
 
 // The formats the CUDA attention takes: qkv and the [B,T,C] tensors in one of F32, BF16, F16 (the
 // recipes' compute format), probs and dprobs F32 (the recipes' statistics format).
@@ -369,7 +355,7 @@ void split_product(Gemm& gemm, const TensorRef& out, int64_t out_first, int64_t 
 
 void attention_forward(const AttentionForwardArgs& args, const DeviceContext& ctx) {
   if (args.probs.ndim == 3) return flash_attention_forward(args, ctx);
-  const Dims d = attention_dims(args.qkv, args.out, args.probs, args.n_head, "attention_forward");
+  const Dims d = check_attention_forward(args);
   const DType op = args.qkv.dtype;
   check_formats("attention_forward", op, {{&args.out, "out"}}, {{&args.probs, "probs"}});
   const Dropout dropout = make_dropout(args.dropout);
@@ -418,11 +404,7 @@ void attention_forward(const AttentionForwardArgs& args, const DeviceContext& ct
 
 void attention_backward(const AttentionBackwardArgs& args, const DeviceContext& ctx) {
   if (args.probs.ndim == 3) return flash_attention_backward(args, ctx);
-  const Dims d = attention_dims(args.qkv, args.dout, args.probs, args.n_head, "attention_backward");
-  GPT_CHECK(args.dqkv.ndim == 3 && args.dqkv.numel() == args.qkv.numel(), "attention_backward: dqkv must be {}, got {}",
-            args.qkv.shape_string(), args.dqkv.shape_string());
-  GPT_CHECK(args.dprobs.numel() == args.probs.numel(), "attention_backward: dprobs must be {}, got {}",
-            args.probs.shape_string(), args.dprobs.shape_string());
+  const Dims d = check_attention_backward(args);
   const DType op = args.qkv.dtype;
   check_formats("attention_backward", op, {{&args.dout, "dout"}, {&args.dqkv, "dqkv"}},
                 {{&args.probs, "probs"}, {&args.dprobs, "dprobs"}});

@@ -28,6 +28,7 @@
 // read and written by one thread).
 #include "kernels/cast.h"
 
+#include "backend/op_checks.h"
 #include "common/block_reduce_ops.cuh"
 #include "common/launch.cuh"
 #include "common/vector_access.cuh"
@@ -253,27 +254,14 @@ ConvertParams<W> params(const Tensor& in, const Tensor& out) {
   return p;
 }
 
-void check_scale(float scale, const char* op) {
-  GPT_CHECK(std::isfinite(scale) && scale > 0.0f, "{}: scale must be finite and > 0, got {}", op, scale);
-}
-
-void check_amax_out(const Tensor& out, const char* op) {
-  GPT_CHECK(out.numel() == 1 && is_wide(out.dtype), "{}: amax output {} {} must be one f32 or f64 element", op,
-            dtype_name(out.dtype), out.shape_string());
-}
-
 // The target of a quantise's optional amax and counts; null when neither is asked for.
 bool stats_target(const Tensor& amax, const Tensor& counts, const char* op, StatsTarget& t) {
+  check_stats_outputs(amax, counts, op);
   if (!amax.empty()) {
-    check_amax_out(amax, op);
     t.amax = amax.data;
     t.amax_dtype = amax.dtype;
   }
-  if (!counts.empty()) {
-    GPT_CHECK(counts.dtype == DType::I32 && counts.numel() == 2, "{}: counts {} {} must be two i32 elements", op,
-              dtype_name(counts.dtype), counts.shape_string());
-    t.counts = counts.i32();
-  }
+  if (!counts.empty()) t.counts = counts.i32();
   return t.amax || t.counts;
 }
 
@@ -321,10 +309,7 @@ void with_wide(bool f64, Fn&& fn) {
 void cast(const CastArgs& args, const DeviceContext& ctx) {
   const Tensor& in = args.in;
   const Tensor& out = args.out;
-  GPT_CHECK(!in.empty() && !out.empty(), "cast: in and out must both be given");
-  GPT_CHECK(in.numel() == out.numel(), "cast: in {} and out {} differ in element count", in.shape_string(),
-            out.shape_string());
-  check_scale(args.scale, "cast");
+  check_cast(args);
   const bool f64 = in.dtype == DType::F64 || out.dtype == DType::F64;
   const bool has_stats = !args.amax.empty() || !args.counts.empty();
 
@@ -363,8 +348,7 @@ void cast(const CastArgs& args, const DeviceContext& ctx) {
 }
 
 void amax(const AmaxArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.in.empty() && !args.out.empty(), "amax: in and out must both be given");
-  check_amax_out(args.out, "amax");
+  check_amax(args);
   GPT_CHECK(is_wide(args.in.dtype) || is_narrow_float(args.in.dtype), "amax: in must be a float tensor, got {}",
             dtype_name(args.in.dtype));
   StatsTarget target;
@@ -381,14 +365,9 @@ void amax(const AmaxArgs& args, const DeviceContext& ctx) {
 void quantize_roundtrip(const QuantizeRoundtripArgs& args, const DeviceContext& ctx) {
   const Tensor& in = args.in;
   const Tensor& out = args.out;
-  GPT_CHECK(!in.empty() && !out.empty(), "quantize_roundtrip: in and out must both be given");
-  GPT_CHECK(in.numel() == out.numel(), "quantize_roundtrip: in {} and out {} differ in element count", in.shape_string(),
-            out.shape_string());
-  GPT_CHECK(is_wide(in.dtype) && out.dtype == in.dtype, "quantize_roundtrip: in and out must both be f32 or f64, got {} and {}",
-            dtype_name(in.dtype), dtype_name(out.dtype));
+  check_quantize_roundtrip(args);
   GPT_CHECK(is_narrow_float(args.format), "quantize_roundtrip: format must be bf16, f16, e4m3 or e5m2, got {}",
             dtype_name(args.format));
-  check_scale(args.scale, "quantize_roundtrip");
   StatsTarget target;
   const bool stats = stats_target(args.amax, args.counts, "quantize_roundtrip", target);
   if (in.numel() == 0 && !stats) return;
@@ -403,9 +382,7 @@ void quantize_roundtrip(const QuantizeRoundtripArgs& args, const DeviceContext& 
 }
 
 void fp8_current_scale(const Fp8CurrentScaleArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.in.empty() && args.scaling != nullptr, "fp8_current_scale: in and scaling must be given");
-  GPT_CHECK(args.format == DType::E4M3 || args.format == DType::E5M2, "fp8_current_scale: format must be e4m3 or e5m2, got {}",
-            dtype_name(args.format));
+  check_fp8_current_scale(args);
   GPT_CHECK(is_wide(args.in.dtype) || is_narrow_float(args.in.dtype), "fp8_current_scale: in must be a float tensor, got {}",
             dtype_name(args.in.dtype));
   StatsTarget target;

@@ -17,6 +17,7 @@
 // the thread that writes it, so dlogits may alias logits. FP32 throughout; losses are F32.
 #include "kernels/cross_entropy.h"
 
+#include "backend/op_checks.h"
 #include "common/cuda_check.h"
 #include "common/input_errors.cuh"
 #include "common/launch.cuh"
@@ -124,25 +125,12 @@ __global__ void __launch_bounds__(kMaxThreads) cross_entropy_kernel(Params p) {
 
 void cross_entropy(const CrossEntropyArgs& args, const DeviceContext& ctx) {
   const Tensor& logits = args.logits;
-  GPT_CHECK(!logits.empty() && logits.ndim == 2, "cross_entropy: logits must be [N,Vp], got {}", logits.shape_string());
-  const int64_t rows = logits.dim(0);
-  const int64_t padded_vocab = logits.dim(1);
-  GPT_CHECK(args.vocab_size > 0 && args.vocab_size <= padded_vocab, "cross_entropy: vocab_size {} must be in [1, {}]",
-            args.vocab_size, padded_vocab);
-  GPT_CHECK(args.targets.dtype == DType::I32 && args.targets.numel() == rows,
-            "cross_entropy: targets must be [{}] i32, got {} {}", rows, args.targets.shape_string(),
-            dtype_name(args.targets.dtype));
-  GPT_CHECK(!args.losses.empty() && args.losses.numel() == rows, "cross_entropy: losses must be [{}], got {}", rows,
-            args.losses.shape_string());
+  const auto [rows, padded_vocab] = check_cross_entropy(args);
   GPT_CHECK(args.losses.dtype == DType::F32, "cross_entropy: losses must be f32 on the cuda backend, got {}",
             dtype_name(args.losses.dtype));
-  if (!args.dlogits.empty()) {
-    GPT_CHECK(args.dlogits.ndim == 2 && args.dlogits.dim(0) == rows && args.dlogits.dim(1) == padded_vocab,
-              "cross_entropy: dlogits must be {}, got {}", logits.shape_string(), args.dlogits.shape_string());
-    GPT_CHECK(args.dlogits.data != logits.data || args.dlogits.dtype == logits.dtype,
-              "cross_entropy: dlogits aliases logits, so it must have their format ({}), not {}",
-              dtype_name(logits.dtype), dtype_name(args.dlogits.dtype));
-  }
+  GPT_CHECK(args.dlogits.empty() || args.dlogits.data != logits.data || args.dlogits.dtype == logits.dtype,
+            "cross_entropy: dlogits aliases logits, so it must have their format ({}), not {}", dtype_name(logits.dtype),
+            dtype_name(args.dlogits.dtype));
   check_row_formats("cross_entropy", {&args.logits, &args.dlogits});
   if (rows == 0) return;
   GPT_CHECK(rows <= 0x7FFFFFFF, "cross_entropy: {} rows are too many for one grid", rows);

@@ -23,6 +23,7 @@
 // the whole micro-batch (B*T = 16K: 2.7e8 integer compares; estimated at milliseconds, not measured).
 #include "kernels/embedding.h"
 
+#include "backend/op_checks.h"
 #include "common/cuda_check.h"
 #include "common/dropout_chunk.cuh"
 #include "common/input_errors.cuh"
@@ -37,9 +38,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kScanThreads = 1024;
 
-struct Shape {
-  int64_t b, t, c, vocab;
-};
+using Shape = EmbeddingDims;
 
 __device__ __forceinline__ bool valid_token(int32_t tok, int64_t vocab) { return tok >= 0 && tok < vocab; }
 
@@ -210,15 +209,7 @@ __global__ void __launch_bounds__(kThreads) position_grads_kernel(TensorRef dwpe
 
 Shape embedding_shape(const char* op, const Tensor& x, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                       const char* x_name) {
-  GPT_CHECK(!tokens.empty() && tokens.ndim == 2, "{}: tokens must be [B,T], got {}", op, tokens.shape_string());
-  GPT_CHECK(tokens.dtype == DType::I32, "{}: tokens must be i32, got {}", op, dtype_name(tokens.dtype));
-  GPT_CHECK(!wte.empty() && wte.ndim == 2, "{}: wte must be [Vp,C], got {}", op, wte.shape_string());
-  GPT_CHECK(!wpe.empty() && wpe.ndim == 2, "{}: wpe must be [maxT,C], got {}", op, wpe.shape_string());
-  const Shape s{tokens.dim(0), tokens.dim(1), wte.dim(1), wte.dim(0)};
-  GPT_CHECK(wpe.dim(1) == s.c, "{}: wte {} and wpe {} differ in channels", op, wte.shape_string(), wpe.shape_string());
-  GPT_CHECK(s.t <= wpe.dim(0), "{}: sequence length {} exceeds the {} positions of wpe", op, s.t, wpe.dim(0));
-  GPT_CHECK(!x.empty() && x.ndim >= 1 && x.dim(-1) == s.c && x.numel() == s.b * s.t * s.c, "{}: {} {} should be [{},{},{}]",
-            op, x_name, x.shape_string(), s.b, s.t, s.c);
+  const Shape s = check_embedding(op, x, tokens, wte, wpe, x_name);
   GPT_CHECK(s.b * s.t < (int64_t{1} << 31) && s.vocab < (int64_t{1} << 31),
             "{}: {} positions and a vocabulary of {} do not fit the int32 buckets", op, s.b * s.t, s.vocab);
   return s;

@@ -10,6 +10,7 @@
 #include "kernels/flash_attention.h"
 #include "kernels/flash_attention_params.h"
 
+#include "backend/op_checks.h"
 #include "common/cuda_check.h"
 #include "common/launch.cuh"
 #include "common/tensor_access.cuh"
@@ -184,11 +185,8 @@ void check_stats(const Tensor& t, const char* op, const char* name, int64_t B, i
 
 FlashParams flash_params(const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head, const DropoutSpec& dropout,
                          const char* op, bool any_out_format) {
-  GPT_CHECK(qkv.ndim == 3 && qkv.dim(2) % 3 == 0, "{}: qkv must be [B,T,3C], got {}", op, qkv.shape_string());
-  const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
-  GPT_CHECK(n_head > 0 && C % n_head == 0, "{}: n_head {} does not divide C = {}", op, n_head, C);
-  GPT_CHECK(out.ndim == 3 && out.dim(0) == B && out.dim(1) == T && out.dim(2) == C, "{}: out must be ({},{},{}), got {}",
-            op, B, T, C, out.shape_string());
+  const AttentionDims d = check_attention_operands(op, qkv, out, n_head);
+  const int64_t B = d.batch, T = d.seq, C = d.channels;
   const DType f = qkv.dtype;
   GPT_CHECK(f == DType::F32 || f == DType::BF16 || f == DType::F16,
             "{}: the CUDA backend's attention takes qkv in F32, BF16 or F16, not {}", op, dtype_name(f));

@@ -13,6 +13,7 @@
 // grid-stride. Nothing is fused.
 #include "kernels/gelu.h"
 
+#include "backend/op_checks.h"
 #include "common/launch.cuh"
 #include "common/vector_access.cuh"
 
@@ -70,9 +71,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 void gelu_forward(const GeluForwardArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.out.empty() && !args.in.empty(), "gelu_forward: out and in must be given");
-  GPT_CHECK(args.out.numel() == args.in.numel(), "gelu_forward: out {} should match in {}", args.out.shape_string(),
-            args.in.shape_string());
+  check_gelu_forward(args);
   check_elementwise_format(args.out, "gelu_forward", "out");
   check_elementwise_format(args.in, "gelu_forward", "in");
   const int64_t n = args.in.numel();
@@ -83,10 +82,7 @@ void gelu_forward(const GeluForwardArgs& args, const DeviceContext& ctx) {
 }
 
 void gelu_backward(const GeluBackwardArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.din.empty() && !args.dout.empty() && !args.in.empty(), "gelu_backward: din, dout and in must be given");
-  GPT_CHECK(args.din.numel() == args.in.numel() && args.dout.numel() == args.in.numel(),
-            "gelu_backward: din {} and dout {} should match in {}", args.din.shape_string(), args.dout.shape_string(),
-            args.in.shape_string());
+  check_gelu_backward(args);
   check_elementwise_format(args.din, "gelu_backward", "din");
   check_elementwise_format(args.dout, "gelu_backward", "dout");
   check_elementwise_format(args.in, "gelu_backward", "in");

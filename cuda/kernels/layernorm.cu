@@ -29,6 +29,7 @@
 #include "kernels/layernorm.h"
 
 #include "backend/fused_args.h"
+#include "backend/op_checks.h"
 #include "common/block_reduce.cuh"
 #include "common/dropout_chunk.cuh"
 #include "common/cuda_check.h"
@@ -253,28 +254,16 @@ __global__ void __launch_bounds__(kBackwardThreads)
   flush_fp8_tally(dbias.scaling, db_tally);
 }
 
-// Checks the shapes shared by forward and backward; returns {rows, channels}.
-std::pair<int64_t, int> layernorm_shape(const char* op, const Tensor& in, const Tensor& weight, const Tensor& mean,
-                                        const Tensor& rstd) {
-  GPT_CHECK(!in.empty() && in.ndim >= 1, "{}: in must be given", op);
-  const int64_t c = in.dim(-1);
-  GPT_CHECK(c > 0 && c <= (int64_t{1} << 30), "{}: in {} has {} channels", op, in.shape_string(), c);
-  const int64_t n = in.numel() / c;
-  GPT_CHECK(!weight.empty() && weight.numel() == c, "{}: weight {} should have {} elements (the channels of in {})", op,
-            weight.shape_string(), c, in.shape_string());
-  GPT_CHECK(!mean.empty() && mean.numel() == n, "{}: mean {} should have {} elements (one per row)", op, mean.shape_string(), n);
-  GPT_CHECK(!rstd.empty() && rstd.numel() == n, "{}: rstd {} should have {} elements (one per row)", op, rstd.shape_string(), n);
-  return {n, static_cast<int>(c)};
+// The shared checks' {rows, channels}, the channels as the kernels' int.
+std::pair<int64_t, int> rows_and_channels(const RowShape& s, const Tensor& in, const char* op) {
+  GPT_CHECK(s.cols <= (int64_t{1} << 30), "{}: in {} has {} channels", op, in.shape_string(), s.cols);
+  return {s.rows, static_cast<int>(s.cols)};
 }
 
 // Checks a forward's arguments and builds its parameters (vector: every tensor given in extra allows
 // whole chunks too).
 ForwardParams forward_params(const LayerNormForwardArgs& args, const char* op, std::initializer_list<const Tensor*> extra) {
-  const auto [n, c] = layernorm_shape(op, args.in, args.weight, args.mean, args.rstd);
-  GPT_CHECK(!args.bias.empty() && args.bias.numel() == c, "{}: bias {} should have {} elements", op,
-            args.bias.shape_string(), c);
-  GPT_CHECK(!args.out.empty() && args.out.numel() == args.in.numel(), "{}: out {} should match in {}", op,
-            args.out.shape_string(), args.in.shape_string());
+  const auto [n, c] = rows_and_channels(check_layernorm_forward(args, op), args.in, op);
   check_row_formats(op, {&args.out, &args.mean, &args.rstd, &args.in, &args.weight, &args.bias});
   check_row_formats(op, extra);
   bool vector = chunk_aligned(args.out, c) && chunk_aligned(args.in, c) && chunk_aligned(args.weight, c) &&
@@ -296,15 +285,7 @@ dim3 forward_grid(int64_t rows, const char* op) {
 // without it).
 void launch_backward(const LayerNormBackwardArgs& args, const Tensor& dx, const DropoutSpec& dropout, const char* op,
                      const DeviceContext& ctx) {
-  const auto [n, c] = layernorm_shape(op, args.in, args.weight, args.mean, args.rstd);
-  GPT_CHECK(!args.dweight.empty() && args.dweight.numel() == c, "{}: dweight {} should have {} elements", op,
-            args.dweight.shape_string(), c);
-  GPT_CHECK(!args.dbias.empty() && args.dbias.numel() == c, "{}: dbias {} should have {} elements", op,
-            args.dbias.shape_string(), c);
-  GPT_CHECK(!args.din.empty() && args.din.numel() == args.in.numel(), "{}: din {} should match in {}", op,
-            args.din.shape_string(), args.in.shape_string());
-  GPT_CHECK(!args.dout.empty() && args.dout.numel() == args.in.numel(), "{}: dout {} should match in {}", op,
-            args.dout.shape_string(), args.in.shape_string());
+  const auto [n, c] = rows_and_channels(check_layernorm_backward(args, op), args.in, op);
   GPT_CHECK(dx.empty() || dx.numel() == args.in.numel(), "{}: residual.dx {} should match din {}", op, dx.shape_string(),
             args.din.shape_string());
   check_row_formats(op, {&args.din, &args.dweight, &args.dbias, &args.dout, &args.in, &args.weight, &args.mean,

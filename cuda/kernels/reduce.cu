@@ -23,6 +23,7 @@
 // (exactly, in double). dbias any of those but F64; out f32 or f64.
 #include "kernels/reduce.h"
 
+#include "backend/op_checks.h"
 #include "common/block_reduce_ops.cuh"
 #include "common/launch.cuh"
 #include "common/vector_access.cuh"
@@ -126,8 +127,7 @@ void check_format(const Tensor& t, const char* op, const char* name, bool f64_al
 }  // namespace
 
 void sum_of_squares(const SumOfSquaresArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.in.empty(), "sum_of_squares: in must be given");
-  GPT_CHECK(!args.out.empty() && args.out.numel() == 1, "sum_of_squares: out {} must hold one element", args.out.shape_string());
+  check_sum_of_squares(args);
   GPT_CHECK(args.out.dtype == DType::F32 || args.out.dtype == DType::F64, "sum_of_squares: out must be f32 or f64, got {}",
             dtype_name(args.out.dtype));
   check_format(args.in, "sum_of_squares", "in", true);
@@ -143,10 +143,8 @@ void sum_of_squares(const SumOfSquaresArgs& args, const DeviceContext& ctx) {
 }
 
 void bias_backward(const BiasBackwardArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.dbias.empty() && !args.dout.empty() && args.dout.ndim >= 1, "bias_backward: dbias and dout must be given");
-  const int64_t n = args.dout.dim(-1);
-  GPT_CHECK(n > 0 && args.dbias.numel() == n, "bias_backward: dbias {} should have dout {}'s last dimension",
-            args.dbias.shape_string(), args.dout.shape_string());
+  const int64_t n = check_bias_backward(args);
+  GPT_CHECK(n > 0, "bias_backward: dout {} has no columns", args.dout.shape_string());
   check_format(args.dbias, "bias_backward", "dbias", false);
   check_format(args.dout, "bias_backward", "dout", false);
   const int64_t m = args.dout.numel() / n;

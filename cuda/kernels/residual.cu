@@ -14,6 +14,7 @@
 // scaling state is a byte copy on the stream.
 #include "kernels/residual.h"
 
+#include "backend/op_checks.h"
 #include "common/cuda_check.h"
 #include "common/dropout_chunk.cuh"
 #include "common/launch.cuh"
@@ -72,10 +73,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 void residual_forward(const ResidualForwardArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.out.empty() && !args.residual.empty() && !args.x.empty(), "residual_forward: out, residual and x must be given");
-  GPT_CHECK(args.out.numel() == args.x.numel() && args.residual.numel() == args.x.numel(),
-            "residual_forward: out {}, residual {} and x {} should have one element count", args.out.shape_string(),
-            args.residual.shape_string(), args.x.shape_string());
+  check_residual_forward(args);
   check_elementwise_format(args.out, "residual_forward", "out");
   check_elementwise_format(args.residual, "residual_forward", "residual");
   check_elementwise_format(args.x, "residual_forward", "x");
@@ -88,9 +86,7 @@ void residual_forward(const ResidualForwardArgs& args, const DeviceContext& ctx)
 }
 
 void residual_backward(const ResidualBackwardArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.dx.empty() && !args.dout.empty(), "residual_backward: dx and dout must be given");
-  GPT_CHECK(args.dx.numel() == args.dout.numel(), "residual_backward: dx {} should match dout {}", args.dx.shape_string(),
-            args.dout.shape_string());
+  check_residual_backward(args);
   check_elementwise_format(args.dx, "residual_backward", "dx");
   check_elementwise_format(args.dout, "residual_backward", "dout");
   const DropoutRule dropout = dropout_rule(args.dropout);

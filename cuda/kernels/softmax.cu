@@ -10,6 +10,7 @@
 // or out, as on the CPU. Nothing is fused.
 #include "kernels/softmax.h"
 
+#include "backend/op_checks.h"
 #include "common/block_max.cuh"
 #include "common/block_reduce.cuh"
 #include "common/cuda_check.h"
@@ -83,11 +84,6 @@ __global__ void __launch_bounds__(kMaxThreads)
   flush_fp8_tally(din.scaling, tally);
 }
 
-void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
-  GPT_CHECK(a.ndim == b.ndim && a.numel() == b.numel() && a.dim(-1) == b.dim(-1),
-            "softmax: {} has shape {}, expected {}", what, a.shape_string(), b.shape_string());
-}
-
 unsigned row_grid(const char* op, int64_t rows) {
   GPT_CHECK(rows <= 0x7FFFFFFF, "{}: {} rows are too many for one grid", op, rows);
   return static_cast<unsigned>(rows);
@@ -96,12 +92,8 @@ unsigned row_grid(const char* op, int64_t rows) {
 }  // namespace
 
 void softmax_forward(const SoftmaxForwardArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.in.empty() && !args.out.empty() && args.in.ndim >= 1, "softmax_forward: in and out are required");
-  check_same_shape(args.out, args.in, "out");
+  const auto [rows, cols] = check_softmax_forward(args);
   check_row_formats("softmax_forward", {&args.out, &args.in});
-  const int64_t cols = args.in.dim(-1);
-  GPT_CHECK(cols > 0, "softmax_forward: empty last dimension in shape {}", args.in.shape_string());
-  const int64_t rows = args.in.numel() / cols;
   if (rows == 0) return;
   const bool vector = chunk_aligned(args.out, cols) && chunk_aligned(args.in, cols);
   launch<softmax_forward_kernel>(dim3(row_grid("softmax_forward", rows)), dim3(row_block_threads(cols, kMaxThreads)), 0,
@@ -109,14 +101,8 @@ void softmax_forward(const SoftmaxForwardArgs& args, const DeviceContext& ctx) {
 }
 
 void softmax_backward(const SoftmaxBackwardArgs& args, const DeviceContext& ctx) {
-  GPT_CHECK(!args.din.empty() && !args.dout.empty() && !args.out.empty() && args.out.ndim >= 1,
-            "softmax_backward: din, dout and out are required");
-  check_same_shape(args.din, args.out, "din");
-  check_same_shape(args.dout, args.out, "dout");
+  const auto [rows, cols] = check_softmax_backward(args);
   check_row_formats("softmax_backward", {&args.din, &args.dout, &args.out});
-  const int64_t cols = args.out.dim(-1);
-  GPT_CHECK(cols > 0, "softmax_backward: empty last dimension in shape {}", args.out.shape_string());
-  const int64_t rows = args.out.numel() / cols;
   if (rows == 0) return;
   const bool vector = chunk_aligned(args.din, cols) && chunk_aligned(args.dout, cols) && chunk_aligned(args.out, cols);
   launch<softmax_backward_kernel>(dim3(row_grid("softmax_backward", rows)), dim3(row_block_threads(cols, kMaxThreads)),

@@ -8,6 +8,7 @@
 // with AVX-512). Whole vectors start at multiples of the width, so which elements take the scalar tail
 // depends on n alone, never on the thread count.
 #include "cpu/cpu_backend.h"
+#include "backend/op_checks.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 
@@ -85,13 +86,7 @@ void CpuBackend::adamw_update(const AdamWArgs& given) {
   args.grads = w.in(given.grads);
   GPT_CHECK(args.params.dtype == w.wide() && args.m.dtype == w.wide() && args.v.dtype == w.wide(),
             "adamw_update: params, m and v must be {}", dtype_name(w.wide()));
-  const int64_t n = args.params.numel();
-  GPT_CHECK(!args.params.empty() && !args.grads.empty() && !args.m.empty() && !args.v.empty(),
-            "adamw_update: params, grads, m and v are required");
-  GPT_CHECK(args.grads.numel() == n && args.m.numel() == n && args.v.numel() == n,
-            "adamw_update: element counts differ: params {}, grads {}, m {}, v {}", n, args.grads.numel(),
-            args.m.numel(), args.v.numel());
-  GPT_CHECK(args.step >= 1, "adamw_update: step must be >= 1, got {}", args.step);
+  const int64_t n = check_adamw(args);
   dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);
     adamw_kernel(args.params.as<T>(), args.grads.as<T>(), args.m.as<T>(), args.v.as<T>(), n, args);

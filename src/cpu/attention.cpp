@@ -15,6 +15,7 @@
 // the thread count or schedule. Exponentials in the tensor's precision (exp_of), row sums in double in
 // lane_sum's fixed order (vec_math.h).
 #include "cpu/cpu_backend.h"
+#include "backend/op_checks.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 #include "cpu/dropout.h"
@@ -44,8 +45,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
               a, lda, b, ldb, beta, c, ldc);
 }
 
-struct Dims {
-  int64_t batch, seq, channels, heads, head_size;
+struct Dims : AttentionDims {
   int64_t row_blocks() const { return (seq + kRowBlock - 1) / kRowBlock; }
 };
 
@@ -67,19 +67,6 @@ const T* dropped_rows(const T* p, const Dims& d, int64_t r0, int64_t r1, uint64_
   return buffer.data();
 }
 
-// In place over row[0..len): row = softmax(row).
-template <class T>
-void softmax_row(T* row, int64_t len) {
-  const T max_val = lane_max(row, len);
-  const double sum = lane_sum(len, [&](int64_t t2) {
-    const T e = exp_of(row[t2] - max_val);
-    row[t2] = e;
-    return e;
-  });
-  const T inv_sum = static_cast<T>(1.0 / sum);
-  for (int64_t t2 = 0; t2 < len; ++t2) row[t2] *= inv_sum;
-}
-
 template <class T>
 void attention_forward_kernel(T* out, T* probs, const T* qkv, const Dims& d, const DropoutMask& mask) {
   const int64_t C = d.channels, hs = d.head_size, ld_qkv = 3 * C;
@@ -97,7 +84,7 @@ void attention_forward_kernel(T* out, T* probs, const T* qkv, const Dims& d, con
     gemm(false, true, rows, r1, hs, scale, q + r0 * ld_qkv, ld_qkv, k, ld_qkv, T(0), p + r0 * d.seq, d.seq);
     for (int64_t t = r0; t < r1; ++t) {
       T* row = p + t * d.seq;
-      softmax_row(row, t + 1);
+      softmax_row(row, row, t + 1);
       std::fill(row + t + 1, row + d.seq, T(0));
     }
 
@@ -158,19 +145,6 @@ void attention_backward_kernel(T* dqkv, T* dprobs, const T* dout, const T* qkv, 
   }
 }
 
-Dims attention_dims(const Tensor& qkv, const Tensor& out, const Tensor& probs, int n_head, const char* op) {
-  GPT_CHECK(qkv.ndim == 3 && qkv.dim(2) % 3 == 0, "{}: qkv must be [B,T,3C], got {}", op, qkv.shape_string());
-  Dims d{qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, n_head, 0};
-  GPT_CHECK(n_head > 0 && d.channels % n_head == 0, "{}: n_head {} does not divide C = {}", op, n_head, d.channels);
-  d.head_size = d.channels / n_head;
-  GPT_CHECK(out.ndim == 3 && out.dim(0) == d.batch && out.dim(1) == d.seq && out.dim(2) == d.channels,
-            "{}: out must be ({},{},{}), got {}", op, d.batch, d.seq, d.channels, out.shape_string());
-  GPT_CHECK(probs.ndim == 4 && probs.dim(0) == d.batch && probs.dim(1) == d.heads && probs.dim(2) == d.seq &&
-                probs.dim(3) == d.seq,
-            "{}: probs must be ({},{},{},{}), got {}", op, d.batch, d.heads, d.seq, d.seq, probs.shape_string());
-  return d;
-}
-
 }  // namespace
 
 void CpuBackend::attention_forward(const AttentionForwardArgs& given) {
@@ -179,7 +153,7 @@ void CpuBackend::attention_forward(const AttentionForwardArgs& given) {
   args.qkv = w.in(given.qkv);
   args.out = w.out(given.out);
   args.probs = w.out(given.probs);
-  const Dims d = attention_dims(args.qkv, args.out, args.probs, args.n_head, "attention_forward");
+  const Dims d{check_attention_forward(args)};
   const DropoutMask mask(args.dropout);
   dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);
@@ -196,11 +170,7 @@ void CpuBackend::attention_backward(const AttentionBackwardArgs& given) {
   args.probs = w.in(given.probs);
   args.dqkv = w.out(given.dqkv);
   args.dprobs = w.out(given.dprobs);
-  const Dims d = attention_dims(args.qkv, args.dout, args.probs, args.n_head, "attention_backward");
-  GPT_CHECK(args.dqkv.ndim == 3 && args.dqkv.numel() == args.qkv.numel(), "attention_backward: dqkv must be {}, got {}",
-            args.qkv.shape_string(), args.dqkv.shape_string());
-  GPT_CHECK(args.dprobs.numel() == args.probs.numel(), "attention_backward: dprobs must be {}, got {}",
-            args.probs.shape_string(), args.dprobs.shape_string());
+  const Dims d{check_attention_backward(args)};
   const DropoutMask mask(args.dropout);
   dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);

@@ -8,6 +8,7 @@
 // Underflow: x != 0 and the code is +-0. The amax is over the unscaled x, as Transformer Engine records it.
 // Threads split the elements statically; counts and maxima reduce exactly, in any order.
 #include "cpu/convert.h"
+#include "backend/op_checks.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
@@ -78,15 +79,6 @@ QuantStats roundtrip_f32(const float* in, float* out, int64_t n, float scale, fl
   return {underflow, overflow, amax, nan != 0};
 }
 
-void check_scale(float scale, const char* op) {
-  GPT_CHECK(std::isfinite(scale) && scale > 0.0f, "{}: scale must be finite and > 0, got {}", op, scale);
-}
-
-void check_amax_out(const Tensor& out, const char* op) {
-  GPT_CHECK(out.numel() == 1 && is_wide_float(out.dtype), "{}: amax output {} {} must be one f32 or f64 element", op,
-            dtype_name(out.dtype), out.shape_string());
-}
-
 // out[0] = amax, or max(out[0], amax) with accumulate; NaN wins either way.
 void store_amax(const Tensor& out, double amax, bool nan, bool accumulate) {
   dispatch_float(out.dtype, [&]<class T>(T) {
@@ -103,14 +95,6 @@ void store_stats(const QuantStats& stats, const Tensor& amax, const Tensor& coun
     int32_t* c = counts.i32();
     c[0] = static_cast<int32_t>(c[0] + stats.underflow);
     c[1] = static_cast<int32_t>(c[1] + stats.overflow);
-  }
-}
-
-void check_stats_outputs(const Tensor& amax, const Tensor& counts, const char* op) {
-  if (!amax.empty()) check_amax_out(amax, op);
-  if (!counts.empty()) {
-    GPT_CHECK(counts.dtype == DType::I32 && counts.numel() == 2, "{}: counts {} {} must be two i32 elements", op,
-              dtype_name(counts.dtype), counts.shape_string());
   }
 }
 
@@ -131,10 +115,7 @@ void convert_kernel(To* out, const From* in, int64_t n) {
 void CpuBackend::cast(const CastArgs& args) {
   const Tensor& in = args.in;
   const Tensor& out = args.out;
-  GPT_CHECK(!in.empty() && !out.empty(), "cast: in and out must both be given");
-  GPT_CHECK(in.numel() == out.numel(), "cast: in {} and out {} differ in element count", in.shape_string(),
-            out.shape_string());
-  check_scale(args.scale, "cast");
+  check_cast(args);
   const int64_t n = in.numel();
 
   // Through a scaling state, between two narrow formats, or a plain rounding without statistics: convert.h's
@@ -189,9 +170,7 @@ void CpuBackend::cast(const CastArgs& args) {
 }
 
 void CpuBackend::fp8_current_scale(const Fp8CurrentScaleArgs& args) {
-  GPT_CHECK(!args.in.empty() && args.scaling != nullptr, "fp8_current_scale: in and scaling must be given");
-  GPT_CHECK(args.format == DType::E4M3 || args.format == DType::E5M2, "fp8_current_scale: format must be e4m3 or e5m2, got {}",
-            dtype_name(args.format));
+  check_fp8_current_scale(args);
   float amax_value = 0.0f;
   const Tensor out(&amax_value, {1}, DType::F32);
   amax({out, args.in, false});
@@ -201,8 +180,7 @@ void CpuBackend::fp8_current_scale(const Fp8CurrentScaleArgs& args) {
 }
 
 void CpuBackend::amax(const AmaxArgs& args) {
-  GPT_CHECK(!args.in.empty() && !args.out.empty(), "amax: in and out must both be given");
-  check_amax_out(args.out, "amax");
+  check_amax(args);
   const int64_t n = args.in.numel();
   double amax = 0.0;
   int nan = 0;
@@ -252,14 +230,7 @@ void bf16_roundtrip_f32(const float* in, float* out, int64_t n) {
 void CpuBackend::quantize_roundtrip(const QuantizeRoundtripArgs& args) {
   const Tensor& in = args.in;
   const Tensor& out = args.out;
-  GPT_CHECK(!in.empty() && !out.empty(), "quantize_roundtrip: in and out must both be given");
-  GPT_CHECK(in.numel() == out.numel(), "quantize_roundtrip: in {} and out {} differ in element count", in.shape_string(),
-            out.shape_string());
-  GPT_CHECK(is_wide_float(in.dtype) && out.dtype == in.dtype,
-            "quantize_roundtrip: in and out must both be f32 or f64, got {} and {}",
-            dtype_name(in.dtype), dtype_name(out.dtype));
-  check_scale(args.scale, "quantize_roundtrip");
-  check_stats_outputs(args.amax, args.counts, "quantize_roundtrip");
+  check_quantize_roundtrip(args);
   if (args.format == DType::BF16 && in.dtype == DType::F32 && args.scale == 1.0f && args.amax.empty() &&
       args.counts.empty()) {
     bf16_roundtrip_f32(in.f32(), out.f32(), in.numel());

@@ -7,6 +7,7 @@
 // row of dlogits is written, so dlogits may alias logits.
 // losses is f32, or f64 alongside f64 logits (for gradient checks).
 #include "cpu/cpu_backend.h"
+#include "backend/op_checks.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 #include "cpu/vec_math.h"
@@ -60,20 +61,7 @@ void CpuBackend::cross_entropy(const CrossEntropyArgs& given) {
   args.logits = w.in(given.logits);
   args.dlogits = w.out(given.dlogits);
   const Tensor& logits = args.logits;
-  GPT_CHECK(!logits.empty() && logits.ndim == 2, "cross_entropy: logits must be [N,Vp], got {}", logits.shape_string());
-  const int64_t rows = logits.dim(0);
-  const int64_t padded_vocab = logits.dim(1);
-  GPT_CHECK(args.vocab_size > 0 && args.vocab_size <= padded_vocab, "cross_entropy: vocab_size {} must be in [1, {}]",
-            args.vocab_size, padded_vocab);
-  GPT_CHECK(args.targets.dtype == DType::I32 && args.targets.numel() == rows,
-            "cross_entropy: targets must be [{}] i32, got {} {}", rows, args.targets.shape_string(),
-            dtype_name(args.targets.dtype));
-  GPT_CHECK(!args.losses.empty() && args.losses.numel() == rows, "cross_entropy: losses must be [{}], got {}", rows,
-            args.losses.shape_string());
-  if (!args.dlogits.empty()) {
-    GPT_CHECK(args.dlogits.ndim == 2 && args.dlogits.dim(0) == rows && args.dlogits.dim(1) == padded_vocab,
-              "cross_entropy: dlogits must be {}, got {}", logits.shape_string(), args.dlogits.shape_string());
-  }
+  const auto [rows, padded_vocab] = check_cross_entropy(args);
   const int32_t* targets = args.targets.i32();
   for (int64_t r = 0; r < rows; ++r) {
     GPT_CHECK(targets[r] == -1 || (targets[r] >= 0 && targets[r] < args.vocab_size),

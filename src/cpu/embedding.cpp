@@ -7,6 +7,7 @@
 // whatever the thread count. Masks are read through a DropoutCursor per row (one Philox block per four
 // elements).
 #include "cpu/cpu_backend.h"
+#include "backend/op_checks.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 #include "cpu/dropout.h"
@@ -19,25 +20,17 @@ namespace {
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 14;
 
-struct EmbeddingShape {
-  int64_t b, t, c;
-};
+using EmbeddingShape = EmbeddingDims;
 
+// The shared checks, then every token id against the vocabulary (the CPU reads them here; the CUDA
+// kernels flag a bad one as they meet it).
 EmbeddingShape embedding_shape(const char* op, const Tensor& x, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                                const char* x_name) {
-  GPT_CHECK(!tokens.empty() && tokens.ndim == 2, "{}: tokens must be [B,T], got {}", op, tokens.shape_string());
-  GPT_CHECK(tokens.dtype == DType::I32, "{}: tokens must be i32, got {}", op, dtype_name(tokens.dtype));
-  GPT_CHECK(!wte.empty() && wte.ndim == 2, "{}: wte must be [Vp,C], got {}", op, wte.shape_string());
-  GPT_CHECK(!wpe.empty() && wpe.ndim == 2, "{}: wpe must be [maxT,C], got {}", op, wpe.shape_string());
-  const EmbeddingShape s{tokens.dim(0), tokens.dim(1), wte.dim(1)};
-  GPT_CHECK(wpe.dim(1) == s.c, "{}: wte {} and wpe {} differ in channels", op, wte.shape_string(), wpe.shape_string());
-  GPT_CHECK(s.t <= wpe.dim(0), "{}: sequence length {} exceeds the {} positions of wpe", op, s.t, wpe.dim(0));
-  GPT_CHECK(!x.empty() && x.ndim >= 1 && x.dim(-1) == s.c && x.numel() == s.b * s.t * s.c, "{}: {} {} should be [{},{},{}]", op,
-            x_name, x.shape_string(), s.b, s.t, s.c);
+  const EmbeddingShape s = check_embedding(op, x, tokens, wte, wpe, x_name);
   const int32_t* ids = tokens.as<int32_t>();
-  const int64_t vocab = wte.dim(0);
   for (int64_t i = 0; i < s.b * s.t; ++i) {
-    GPT_CHECK(ids[i] >= 0 && ids[i] < vocab, "{}: token {} at position {} is outside the vocabulary [0, {})", op, ids[i], i, vocab);
+    GPT_CHECK(ids[i] >= 0 && ids[i] < s.vocab, "{}: token {} at position {} is outside the vocabulary [0, {})", op, ids[i], i,
+              s.vocab);
   }
   return s;
 }

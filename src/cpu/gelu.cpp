@@ -10,6 +10,7 @@
 // Backward overwrites din = dout * dgelu(in); din may alias dout (each element is read before it is
 // written).
 #include "cpu/cpu_backend.h"
+#include "backend/op_checks.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 #include "cpu/vec_math.h"
@@ -73,9 +74,7 @@ void CpuBackend::gelu_forward(const GeluForwardArgs& given) {
   GeluForwardArgs args = given;
   args.in = w.in(given.in);
   args.out = w.out(given.out);
-  GPT_CHECK(!args.out.empty() && !args.in.empty(), "gelu_forward: out and in must be given");
-  GPT_CHECK(args.out.numel() == args.in.numel(), "gelu_forward: out {} should match in {}", args.out.shape_string(),
-            args.in.shape_string());
+  check_gelu_forward(args);
   dispatch_float(w.wide(), [&]<class T>(T) { gelu_forward_kernel(args.out.as<T>(), args.in.as<T>(), args.in.numel()); });
   w.store();
 }
@@ -86,10 +85,7 @@ void CpuBackend::gelu_backward(const GeluBackwardArgs& given) {
   args.dout = w.in(given.dout);
   args.in = w.in(given.in);
   args.din = w.out(given.din);
-  GPT_CHECK(!args.din.empty() && !args.dout.empty() && !args.in.empty(), "gelu_backward: din, dout and in must be given");
-  GPT_CHECK(args.din.numel() == args.in.numel() && args.dout.numel() == args.in.numel(),
-            "gelu_backward: din {} and dout {} should match in {}", args.din.shape_string(), args.dout.shape_string(),
-            args.in.shape_string());
+  check_gelu_backward(args);
   dispatch_float(w.wide(), [&]<class T>(T) {
     gelu_backward_kernel(args.din.as<T>(), args.dout.as<T>(), args.in.as<T>(), args.in.numel());
   });

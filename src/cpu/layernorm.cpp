@@ -9,6 +9,8 @@
 // that composition (the sum normalised as stored), and a row-wise pass here would save little next to
 // the products. The checks that the two halves share one tensor are backend-neutral (backend/fused_args.h).
 #include "backend/fused_args.h"
+#include "backend/op_checks.h"
+
 #include "cpu/cpu_backend.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
@@ -16,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 
 namespace gpt::cpu {
 namespace {
@@ -97,20 +98,6 @@ void layernorm_param_grads(T* dweight, T* dbias, const T* dout, const T* in, con
   }
 }
 
-// Checks the shapes shared by forward and backward; returns {rows, channels}.
-std::pair<int64_t, int64_t> layernorm_shape(const char* op, const Tensor& in, const Tensor& weight, const Tensor& mean,
-                                            const Tensor& rstd) {
-  GPT_CHECK(!in.empty() && in.ndim >= 1, "{}: in must be given", op);
-  const int64_t c = in.dim(-1);
-  GPT_CHECK(c > 0, "{}: in {} has no channels", op, in.shape_string());
-  const int64_t n = in.numel() / c;
-  GPT_CHECK(!weight.empty() && weight.numel() == c, "{}: weight {} should have {} elements (the channels of in {})", op,
-            weight.shape_string(), c, in.shape_string());
-  GPT_CHECK(!mean.empty() && mean.numel() == n, "{}: mean {} should have {} elements (one per row)", op, mean.shape_string(), n);
-  GPT_CHECK(!rstd.empty() && rstd.numel() == n, "{}: rstd {} should have {} elements (one per row)", op, rstd.shape_string(), n);
-  return {n, c};
-}
-
 }  // namespace
 
 void CpuBackend::layernorm_forward(const LayerNormForwardArgs& given) {
@@ -122,11 +109,7 @@ void CpuBackend::layernorm_forward(const LayerNormForwardArgs& given) {
   args.out = w.out(given.out);
   args.mean = w.out(given.mean);
   args.rstd = w.out(given.rstd);
-  const auto [n, c] = layernorm_shape("layernorm_forward", args.in, args.weight, args.mean, args.rstd);
-  GPT_CHECK(!args.bias.empty() && args.bias.numel() == c, "layernorm_forward: bias {} should have {} elements",
-            args.bias.shape_string(), c);
-  GPT_CHECK(!args.out.empty() && args.out.numel() == args.in.numel(), "layernorm_forward: out {} should match in {}",
-            args.out.shape_string(), args.in.shape_string());
+  const auto [n, c] = check_layernorm_forward(args);
   const DType dtype = w.wide();
   dispatch_float(dtype, [&]<class T>(T) {
     layernorm_forward_kernel(args.out.as<T>(), args.mean.as<T>(), args.rstd.as<T>(), args.in.as<T>(), args.weight.as<T>(),
@@ -147,15 +130,7 @@ void CpuBackend::layernorm_backward(const LayerNormBackwardArgs& given) {
   args.din = w.out(given.din, true);
   args.dweight = w.out(given.dweight, true);
   args.dbias = w.out(given.dbias, true);
-  const auto [n, c] = layernorm_shape("layernorm_backward", args.in, args.weight, args.mean, args.rstd);
-  GPT_CHECK(!args.dweight.empty() && args.dweight.numel() == c, "layernorm_backward: dweight {} should have {} elements",
-            args.dweight.shape_string(), c);
-  GPT_CHECK(!args.dbias.empty() && args.dbias.numel() == c, "layernorm_backward: dbias {} should have {} elements",
-            args.dbias.shape_string(), c);
-  GPT_CHECK(!args.din.empty() && args.din.numel() == args.in.numel(), "layernorm_backward: din {} should match in {}",
-            args.din.shape_string(), args.in.shape_string());
-  GPT_CHECK(!args.dout.empty() && args.dout.numel() == args.in.numel(), "layernorm_backward: dout {} should match in {}",
-            args.dout.shape_string(), args.in.shape_string());
+  const auto [n, c] = check_layernorm_backward(args);
   const DType dtype = w.wide();
   dispatch_float(dtype, [&]<class T>(T) {
     layernorm_input_grad(args.din.as<T>(), args.dout.as<T>(), args.in.as<T>(), args.weight.as<T>(), args.mean.as<T>(),

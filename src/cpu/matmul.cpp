@@ -13,6 +13,7 @@
 // bias_backward: dbias[j] += sum_i dout[i,j]. Threads own blocks of columns and walk all rows in order,
 // so every column's sum has one fixed order (double accumulator) whatever the thread count.
 #include "cpu/cpu_backend.h"
+#include "backend/op_checks.h"
 #include "cpu/dispatch.h"
 #include "cpu/narrow_matmul.h"
 #include "cpu/wide_operands.h"
@@ -144,10 +145,7 @@ void CpuBackend::bias_backward(const BiasBackwardArgs& given) {
   BiasBackwardArgs args = given;
   args.dout = w.in(given.dout);
   args.dbias = w.out(given.dbias, true);
-  GPT_CHECK(!args.dbias.empty() && !args.dout.empty() && args.dout.ndim >= 1, "bias_backward: dbias and dout must be given");
-  const int64_t n = args.dout.dim(-1);
-  GPT_CHECK(args.dbias.numel() == n, "bias_backward: dbias {} should have {} elements (the columns of dout {})",
-            args.dbias.shape_string(), n, args.dout.shape_string());
+  const int64_t n = check_bias_backward(args);
   dispatch_float(w.wide(), [&]<class T>(T) {
     bias_backward_kernel(args.dbias.as<T>(), args.dout.as<T>(), n == 0 ? 0 : args.dout.numel() / n, n);
   });

@@ -110,6 +110,28 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
               static_cast<int>(ldc));
 }
 
+// Where a tile's part of one operand is: op(x) is [rows, cols] (a's [m,k] or b's [k,n], x itself stored
+// transposed when `trans`), with row length ld as stored, and the tile takes its rows [r0, r0+nr) and
+// columns [c0, c0+nc). A narrow operand's part is decoded into `block` (unless the previous tile left it
+// there, as `staged` records), a wide one's is read in place.
+struct OperandBlock {
+  const float* data;
+  int64_t ld;
+};
+struct StagedBlock {
+  int64_t r0 = -1, c0 = -1;
+};
+OperandBlock operand_block(const Tensor& x, bool trans, bool narrow, int64_t ld, int64_t r0, int64_t nr, int64_t c0,
+                           int64_t nc, float* block, StagedBlock& staged) {
+  if (!narrow) return {x.as<float>() + (trans ? c0 * ld + r0 : r0 * ld + c0), ld};
+  if (staged.r0 != r0 || staged.c0 != c0) {
+    if (trans) decode_block(x, ld, c0, nc, r0, nr, block);
+    else decode_block(x, ld, r0, nr, c0, nc, block);
+    staged = {r0, c0};
+  }
+  return {block, trans ? nr : nc};
+}
+
 void fp32_engine(const MatmulArgs& args, const GemmShape2D& s, MatmulWorkspace& workspace) {
   const Needs need = needs_of(args);
   const auto capacity = static_cast<int64_t>(workspace.capacity_bytes() / sizeof(float));
@@ -124,7 +146,7 @@ void fp32_engine(const MatmulArgs& args, const GemmShape2D& s, MatmulWorkspace& 
   if (need.bias) decode<float>(args.bias, bias, n, 1.0f);
   // With beta = 0 the bias is the first chunk's starting value (beta = 1), as in the wide product.
   const bool bias_first = bias && args.beta == 0.0f;
-  int64_t a_m0 = -1, a_k0 = -1, b_k0 = -1, b_n0 = -1;  // the blocks now decoded
+  StagedBlock a_staged, b_staged;
   for (int64_t m0 = 0; m0 < m; m0 += tiles.mb) {
     const int64_t mb = std::min(tiles.mb, m - m0);
     for (int64_t n0 = 0; n0 < n; n0 += tiles.nb) {
@@ -135,38 +157,10 @@ void fp32_engine(const MatmulArgs& args, const GemmShape2D& s, MatmulWorkspace& 
       if (bias_first) broadcast_rows(c, ldc, bias + n0, mb, nb);
       for (int64_t k0 = 0; k0 < k; k0 += tiles.kb) {
         const int64_t kb = std::min(tiles.kb, k - k0);
-        const float* a;
-        int64_t lda;
-        if (need.a) {
-          if (a_m0 != m0 || a_k0 != k0) {
-            if (args.trans_a) decode_block(args.a, s.lda, k0, kb, m0, mb, a_block);
-            else decode_block(args.a, s.lda, m0, mb, k0, kb, a_block);
-            a_m0 = m0;
-            a_k0 = k0;
-          }
-          a = a_block;
-          lda = args.trans_a ? mb : kb;
-        } else {
-          a = args.a.as<float>() + (args.trans_a ? k0 * s.lda + m0 : m0 * s.lda + k0);
-          lda = s.lda;
-        }
-        const float* b;
-        int64_t ldb;
-        if (need.b) {
-          if (b_k0 != k0 || b_n0 != n0) {
-            if (args.trans_b) decode_block(args.b, s.ldb, n0, nb, k0, kb, b_block);
-            else decode_block(args.b, s.ldb, k0, kb, n0, nb, b_block);
-            b_k0 = k0;
-            b_n0 = n0;
-          }
-          b = b_block;
-          ldb = args.trans_b ? kb : nb;
-        } else {
-          b = args.b.as<float>() + (args.trans_b ? n0 * s.ldb + k0 : k0 * s.ldb + n0);
-          ldb = s.ldb;
-        }
+        const OperandBlock a = operand_block(args.a, args.trans_a, need.a, s.lda, m0, mb, k0, kb, a_block, a_staged);
+        const OperandBlock b = operand_block(args.b, args.trans_b, need.b, s.ldb, k0, kb, n0, nb, b_block, b_staged);
         const float beta = k0 > 0 || bias_first ? 1.0f : args.beta;
-        sgemm(args.trans_a, args.trans_b, mb, nb, kb, args.alpha, a, lda, b, ldb, beta, c, ldc);
+        sgemm(args.trans_a, args.trans_b, mb, nb, kb, args.alpha, a.data, a.ld, b.data, b.ld, beta, c, ldc);
       }
       if (bias && !bias_first) add_rows(c, ldc, bias + n0, mb, nb);
       if (need.c) encode_block(c, args.out, n, m0, mb, n0, nb);

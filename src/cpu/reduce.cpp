@@ -3,6 +3,7 @@
 // added in thread order, so the result is bitwise reproducible for a given thread count. out is a
 // one-element f32 or f64 tensor.
 #include "cpu/cpu_backend.h"
+#include "backend/op_checks.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 #include "cpu/vec_math.h"
@@ -43,8 +44,7 @@ double sum_of_squares_kernel(const T* in, int64_t n) {
 }  // namespace
 
 void CpuBackend::sum_of_squares(const SumOfSquaresArgs& args) {
-  GPT_CHECK(!args.in.empty(), "sum_of_squares: in must be given");
-  GPT_CHECK(!args.out.empty() && args.out.numel() == 1, "sum_of_squares: out {} must hold one element", args.out.shape_string());
+  check_sum_of_squares(args);
   double total = 0.0;
   WideOperands w(staging_, {&args.in});
   const Tensor in = w.in(args.in);

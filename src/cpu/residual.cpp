@@ -4,6 +4,7 @@
 // is dout itself); dx may alias dout. Without dropout dx is a copy of dout (nothing when they alias).
 // With dropout the work is split into chunks of whole Philox blocks, each walked in order with a cursor.
 #include "cpu/cpu_backend.h"
+#include "backend/op_checks.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 #include "cpu/dropout.h"
@@ -59,10 +60,7 @@ void CpuBackend::residual_forward(const ResidualForwardArgs& given) {
   args.residual = w.in(given.residual);
   args.x = w.in(given.x);
   args.out = w.out(given.out);
-  GPT_CHECK(!args.out.empty() && !args.residual.empty() && !args.x.empty(), "residual_forward: out, residual and x must be given");
-  GPT_CHECK(args.out.numel() == args.x.numel() && args.residual.numel() == args.x.numel(),
-            "residual_forward: out {}, residual {} and x {} should have one element count", args.out.shape_string(),
-            args.residual.shape_string(), args.x.shape_string());
+  check_residual_forward(args);
   const DType dtype = w.wide();
   const DropoutMask mask(args.dropout);
   dispatch_float(dtype, [&]<class T>(T) {
@@ -76,9 +74,7 @@ void CpuBackend::residual_forward(const ResidualForwardArgs& given) {
 }
 
 void CpuBackend::residual_backward(const ResidualBackwardArgs& given) {
-  GPT_CHECK(!given.dx.empty() && !given.dout.empty(), "residual_backward: dx and dout must be given");
-  GPT_CHECK(given.dx.numel() == given.dout.numel(), "residual_backward: dx {} should match dout {}", given.dx.shape_string(),
-            given.dout.shape_string());
+  check_residual_backward(given);
   const DropoutMask mask(given.dropout);
   if (!mask.active() && given.dx.dtype == given.dout.dtype && given.dx.scaling == given.dout.scaling) {
     if (given.dx.data != given.dout.data) std::memcpy(given.dx.data, given.dout.data, given.dout.bytes());

@@ -5,6 +5,7 @@
 // fixed order. Each element is read before it is written, so out may alias in; the backward reduces a row
 // before writing it, so din may alias dout or out.
 #include "cpu/cpu_backend.h"
+#include "backend/op_checks.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 #include "cpu/vec_math.h"
@@ -19,16 +20,7 @@ template <class T>
 void softmax_forward_kernel(T* out, const T* in, int64_t rows, int64_t cols) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const T* x = in + r * cols;
-    T* y = out + r * cols;
-    const T max_val = lane_max(x, cols);
-    const double sum = lane_sum(cols, [&](int64_t j) {
-      const T e = exp_of(x[j] - max_val);
-      y[j] = e;
-      return e;
-    });
-    const T inv = static_cast<T>(1.0 / sum);
-    for (int64_t j = 0; j < cols; ++j) y[j] *= inv;
+    softmax_row(out + r * cols, in + r * cols, cols);
   }
 }
 
@@ -44,11 +36,6 @@ void softmax_backward_kernel(T* din, const T* dout, const T* out, int64_t rows, 
   }
 }
 
-void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
-  GPT_CHECK(a.ndim == b.ndim && a.numel() == b.numel() && a.dim(-1) == b.dim(-1),
-            "softmax: {} has shape {}, expected {}", what, a.shape_string(), b.shape_string());
-}
-
 }  // namespace
 
 void CpuBackend::softmax_forward(const SoftmaxForwardArgs& given) {
@@ -56,11 +43,7 @@ void CpuBackend::softmax_forward(const SoftmaxForwardArgs& given) {
   SoftmaxForwardArgs args = given;
   args.in = w.in(given.in);
   args.out = w.out(given.out);
-  GPT_CHECK(!args.in.empty() && !args.out.empty() && args.in.ndim >= 1, "softmax_forward: in and out are required");
-  check_same_shape(args.out, args.in, "out");
-  const int64_t cols = args.in.dim(-1);
-  GPT_CHECK(cols > 0, "softmax_forward: empty last dimension in shape {}", args.in.shape_string());
-  const int64_t rows = args.in.numel() / cols;
+  const auto [rows, cols] = check_softmax_forward(args);
   dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);
     softmax_forward_kernel(args.out.as<T>(), args.in.as<T>(), rows, cols);
@@ -74,13 +57,7 @@ void CpuBackend::softmax_backward(const SoftmaxBackwardArgs& given) {
   args.dout = w.in(given.dout);
   args.out = w.in(given.out);
   args.din = w.out(given.din);
-  GPT_CHECK(!args.din.empty() && !args.dout.empty() && !args.out.empty() && args.out.ndim >= 1,
-            "softmax_backward: din, dout and out are required");
-  check_same_shape(args.din, args.out, "din");
-  check_same_shape(args.dout, args.out, "dout");
-  const int64_t cols = args.out.dim(-1);
-  GPT_CHECK(cols > 0, "softmax_backward: empty last dimension in shape {}", args.out.shape_string());
-  const int64_t rows = args.out.numel() / cols;
+  const auto [rows, cols] = check_softmax_backward(args);
   dispatch_float(w.wide(), [&](auto zero) {
     using T = decltype(zero);
     softmax_backward_kernel(args.din.as<T>(), args.dout.as<T>(), args.out.as<T>(), rows, cols);

@@ -120,4 +120,17 @@ inline T lane_max(const T* x, int64_t n) {
   return m;
 }
 
+// y[0..n) = softmax(x[0..n)) for n >= 1, the sum in lane_sum's order; y may be x (in place).
+template <class T>
+inline void softmax_row(T* y, const T* x, int64_t n) {
+  const T max_val = lane_max(x, n);
+  const double sum = lane_sum(n, [&](int64_t j) {
+    const T e = exp_of(x[j] - max_val);
+    y[j] = e;
+    return e;
+  });
+  const T inv = static_cast<T>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+}
+
 }  // namespace gpt::cpu

@@ -5,6 +5,7 @@
 #include "cpu/gradcheck.h"
 #include "io/lora_adapters.h"
 #include "memory/planner.h"
+#include "model/model_test_util.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -24,32 +25,6 @@ LoraSpec all_targets(int rank, double alpha, double dropout = 0.0) {
   return s;
 }
 
-int64_t count_targets(const std::vector<int32_t>& targets) {
-  return std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t != -1; });
-}
-
-// Adds random values to every tensor of the arena (F64 or F32), seeded per tensor.
-void perturb(Arena& arena, uint32_t seed, double scale) {
-  for (size_t i = 0; i < arena.layout().buffers().size(); ++i) {
-    Tensor t = arena.tensor(i);
-    const std::vector<double> r = random_vector(static_cast<size_t>(t.numel()), seed + static_cast<uint32_t>(i), scale);
-    for (int64_t j = 0; j < t.numel(); ++j) {
-      if (t.dtype == DType::F64) static_cast<double*>(t.data)[j] += r[static_cast<size_t>(j)];
-      else t.f32()[j] += static_cast<float>(r[static_cast<size_t>(j)]);
-    }
-  }
-}
-
-std::vector<double> flat_f64(Arena& arena) {
-  std::vector<double> out;
-  for (size_t i = 0; i < arena.layout().buffers().size(); ++i) {
-    Tensor t = arena.tensor(i);
-    const auto* p = static_cast<const double*>(t.data);
-    out.insert(out.end(), p, p + t.numel());
-  }
-  return out;
-}
-
 std::vector<unsigned char> raw_bytes(Arena& arena) {
   const auto* p = static_cast<const unsigned char*>(arena.base());
   return std::vector<unsigned char>(p, p + arena.layout().total_bytes());
@@ -61,47 +36,19 @@ std::vector<unsigned char> raw_bytes(Arena& arena) {
 TEST(LoraGradient, AdaptersMatchFiniteDifferencesInDouble) {
   ModelConfig m = tiny_model();
   m.dropout = 0.1;
-  const int B = 2, T = 5;
-  GPT model(m, B, T, cpu_backend(), DType::F64, {}, {}, all_targets(2, 3.0, 0.2));
+  const GradientCheckBatch batch(m);
+  GPT model(m, batch.B, batch.T, cpu_backend(), DType::F64, {}, {}, all_targets(2, 3.0, 0.2));
   model.init_weights(3);
   perturb(*model.base_arena(), 100, 0.3);
   perturb(model.parameter_arena(), 200, 0.5);
-  const std::vector<int32_t> tokens = random_tokens(B * T, m.vocab_size, 5);
-  std::vector<int32_t> targets = random_tokens(B * T, m.vocab_size, 6);
-  targets[1] = targets[7] = -1;
-  const StepContext ctx{42, 3, 1, true};
-  const double n = static_cast<double>(count_targets(targets));
-  model.zero_grads();
-  model.forward(tokens, targets, B, T, ctx, static_cast<float>(1.0 / n));
-  model.backward(ctx);
-  const std::vector<double> analytic = flat_f64(model.gradient_arena());
-
+  const std::vector<double> analytic = batch.gradients(model);
+  const FiniteDifferences fd = finite_differences(model, batch, analytic, 20);
   Arena& params = model.parameter_arena();
-  std::vector<double> numeric, chosen;
-  size_t offset = 0;
-  for (size_t i = 0; i < params.layout().buffers().size(); ++i) {
-    Tensor t = params.tensor(i);
-    auto* p = static_cast<double*>(t.data);
-    const int64_t stride = std::max<int64_t>(1, t.numel() / 20);
-    for (int64_t j = 0; j < t.numel(); j += stride) {
-      const double h = 1e-5, saved = p[j];
-      p[j] = saved + h;
-      model.forward(tokens, targets, B, T, ctx);
-      const double up = model.loss_sum() / n;
-      p[j] = saved - h;
-      model.forward(tokens, targets, B, T, ctx);
-      const double down = model.loss_sum() / n;
-      p[j] = saved;
-      numeric.push_back((up - down) / (2 * h));
-      chosen.push_back(analytic[offset + static_cast<size_t>(j)]);
-    }
-    offset += static_cast<size_t>(t.numel());
-  }
   ASSERT_EQ(params.layout().buffers().size(), 8u);  // A and B of four targets
-  ASSERT_GT(numeric.size(), 150u);
-  EXPECT_LT(max_normwise_error(chosen, numeric), 1e-7);
+  ASSERT_GT(fd.numeric.size(), 150u);
+  EXPECT_LT(max_normwise_error(fd.analytic, fd.numeric), 1e-7);
   // Every adapter tensor carries a gradient (none is silently skipped).
-  offset = 0;
+  size_t offset = 0;
   for (size_t i = 0; i < params.layout().buffers().size(); ++i) {
     const auto count = static_cast<size_t>(params.tensor(i).numel());
     double norm = 0.0;

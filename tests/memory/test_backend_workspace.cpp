@@ -10,6 +10,7 @@
 #include "train/memory_check.h"
 
 #include "cpu/gradcheck.h"
+#include "forwarding_backend.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -21,31 +22,20 @@ namespace gpt::test {
 namespace {
 
 // The CPU backend, reporting `reserved` bytes of its own.
-class ReservingBackend final : public Backend {
+class ReservingBackend final : public ForwardingBackend {
  public:
-  ReservingBackend(Backend& inner, size_t reserved) : inner_(inner), reserved_(reserved) {}
+  ReservingBackend(Backend& inner, size_t reserved) : ForwardingBackend(inner), reserved_(reserved) {}
   // What the backend holds from now on (a backend that grew its scratch inside an op).
   void reserve(size_t bytes) { reserved_ = bytes; }
 
-  std::string name() const override { return "reserving " + inner_.name(); }
-  Device device() const override { return inner_.device(); }
+  std::string name() const override { return "reserving " + ForwardingBackend::name(); }
   BackendCapabilities capabilities() const override {
-    BackendCapabilities c = inner_.capabilities();
+    BackendCapabilities c = ForwardingBackend::capabilities();
     c.reserved_device_bytes = reserved_;
     return c;
   }
-  void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
-  void deallocate(void* ptr) override { inner_.deallocate(ptr); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override { inner_.copy_to_device(dst, src, bytes); }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override { inner_.copy_to_host(dst, src, bytes); }
-  void synchronize() override { inner_.synchronize(); }
-#define GPT_FORWARD_OP(method, Args, op, category) \
-  void method(const Args& args) override { inner_.method(args); }
-  GPT_BACKEND_OPS(GPT_FORWARD_OP)
-#undef GPT_FORWARD_OP
 
  private:
-  Backend& inner_;
   size_t reserved_;
 };
 

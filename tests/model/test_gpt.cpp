@@ -1,6 +1,7 @@
 #include "model/gpt.h"
 
 #include "cpu/gradcheck.h"
+#include "model/model_test_util.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -11,87 +12,26 @@
 namespace gpt::test {
 namespace {
 
-int64_t count_targets(const std::vector<int32_t>& targets) {
-  return std::count_if(targets.begin(), targets.end(), [](int32_t t) { return t != -1; });
-}
-
-std::vector<double> flat_f64(Arena& arena) {
-  std::vector<double> out;
-  for (size_t i = 0; i < arena.layout().buffers().size(); ++i) {
-    Tensor t = arena.tensor(i);
-    const double* p = static_cast<const double*>(t.data);
-    out.insert(out.end(), p, p + t.numel());
-  }
-  return out;
-}
-
-std::vector<float> flat_f32(Arena& arena) {
-  std::vector<float> out;
-  for (size_t i = 0; i < arena.layout().buffers().size(); ++i) {
-    Tensor t = arena.tensor(i);
-    out.insert(out.end(), t.f32(), t.f32() + t.numel());
-  }
-  return out;
-}
-
-// Step loss of one micro-batch as the trainer defines it: the sum of token losses over counted targets,
-// divided by their number.
-double step_loss(GPT& model, const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets, int B, int T,
-                 const StepContext& ctx) {
-  model.forward(tokens, targets, B, T, ctx);
-  return model.loss_sum() / static_cast<double>(count_targets(targets));
-}
-
 // The whole model in double precision against central finite differences, with dropout on (the masks
 // are fixed by the step context) and some targets masked (-1), so the check covers every op's backward,
 // the dropout replay in backward, and the loss normalisation by counted targets only.
 TEST(GptGradient, WholeModelMatchesFiniteDifferencesInDouble) {
   ModelConfig m = tiny_model();
   m.dropout = 0.1;
-  const int B = 2, T = 5;
-  GPT model(m, B, T, cpu_backend(), DType::F64);
+  const GradientCheckBatch batch(m);
+  GPT model(m, batch.B, batch.T, cpu_backend(), DType::F64);
   model.init_weights(3);
   // Larger weights than GPT-2's 0.02 so every path carries a gradient well above rounding noise.
-  Arena& params = model.parameter_arena();
-  for (size_t i = 0; i < params.layout().buffers().size(); ++i) {
-    Tensor t = params.tensor(i);
-    std::vector<double> r = random_vector(static_cast<size_t>(t.numel()), 100 + static_cast<uint32_t>(i), 0.3);
-    double* p = static_cast<double*>(t.data);
-    for (int64_t j = 0; j < t.numel(); ++j) p[j] += r[static_cast<size_t>(j)];
-  }
-  std::vector<int32_t> tokens = random_tokens(B * T, m.vocab_size, 5);
-  std::vector<int32_t> targets = random_tokens(B * T, m.vocab_size, 6);
-  targets[1] = targets[7] = -1;
-  const StepContext ctx{42, 3, 1, true};
-  const double n = static_cast<double>(count_targets(targets));
+  perturb(model.parameter_arena(), 100, 0.3);
+  const std::vector<double> analytic = batch.gradients(model);
 
-  model.zero_grads();
-  model.forward(tokens, targets, B, T, ctx, static_cast<float>(1.0 / n));
-  model.backward(ctx);
-  std::vector<double> analytic = flat_f64(model.gradient_arena());
-
-  // Finite differences on a spread of parameters from every tensor (all of them would take minutes).
-  std::vector<double> numeric, chosen;
-  for (size_t i = 0; i < params.layout().buffers().size(); ++i) {
-    Tensor t = params.tensor(i);
-    double* p = static_cast<double*>(t.data);
-    size_t offset = 0;
-    for (size_t k = 0; k < i; ++k) offset += static_cast<size_t>(params.tensor(k).numel());
-    const int64_t stride = std::max<int64_t>(1, t.numel() / 12);
-    for (int64_t j = 0; j < t.numel(); j += stride) {
-      if (params.layout().buffer(i).name == "wte" && j / m.n_embd >= m.vocab_size) continue;  // padding rows
-      const double h = 1e-5, saved = p[j];
-      p[j] = saved + h;
-      const double up = step_loss(model, tokens, targets, B, T, ctx);
-      p[j] = saved - h;
-      const double down = step_loss(model, tokens, targets, B, T, ctx);
-      p[j] = saved;
-      numeric.push_back((up - down) / (2 * h));
-      chosen.push_back(analytic[offset + static_cast<size_t>(j)]);
-    }
-  }
-  ASSERT_GT(numeric.size(), 150u);
-  EXPECT_LT(max_normwise_error(chosen, numeric), 1e-7);
+  // A spread of parameters from every tensor; wte's padding rows are never read.
+  const Arena& params = model.parameter_arena();
+  const FiniteDifferences fd = finite_differences(model, batch, analytic, 12, [&](size_t i, int64_t j) {
+    return params.layout().buffer(i).name == "wte" && j / m.n_embd >= m.vocab_size;
+  });
+  ASSERT_GT(fd.numeric.size(), 150u);
+  EXPECT_LT(max_normwise_error(fd.analytic, fd.numeric), 1e-7);
 }
 
 // The F32 model's gradients agree with the F64 model's (same init, same batch): the float path has

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cpu/gradcheck.h"
+#include "forwarding_backend.h"
 #include "test_util.h"
 #include "train/sampler.h"
 
@@ -28,20 +29,33 @@ void randomise(GPT& model, uint32_t seed) {
 
 ModelConfig decoder_model() { return tiny_model(37, 2, 24, 3, 12); }
 
+// A context's worth of tokens drawn from seed.
+std::vector<int32_t> random_window(const ModelConfig& m, uint32_t seed) {
+  std::vector<int32_t> tokens(m.context_length);
+  std::mt19937 rng(seed);
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % m.vocab_size);
+  return tokens;
+}
+
+// The full (uncached) forward's logits at every position of the window.
+std::vector<std::vector<float>> full_forward_logits(GPT& model, const std::vector<int32_t>& tokens) {
+  StepContext ctx;
+  ctx.training = false;
+  const int T = static_cast<int>(tokens.size());
+  model.forward(tokens, {}, 1, T, ctx);
+  std::vector<std::vector<float>> full;
+  for (int t = 0; t < T; ++t) full.push_back(model.logits_at(0, t));
+  return full;
+}
+
 // Every position's logits against the full forward over the same tokens: not bitwise (a 1-row product and
 // a per-head softmax instead of the batched attention sum in other orders), within 2e-5 (1 + |logit|).
 TEST(KvCacheDecoder, LogitsMatchTheFullForwardAtEveryPosition) {
   const ModelConfig m = decoder_model();
   GPT model(m, 1, m.context_length, cpu_backend());
   randomise(model, 3);
-  std::vector<int32_t> tokens(m.context_length);
-  std::mt19937 rng(5);
-  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % m.vocab_size);
-  StepContext ctx;
-  ctx.training = false;
-  model.forward(tokens, {}, 1, m.context_length, ctx);
-  std::vector<std::vector<float>> full;
-  for (int t = 0; t < m.context_length; ++t) full.push_back(model.logits_at(0, t));
+  const std::vector<int32_t> tokens = random_window(m, 5);
+  const std::vector<std::vector<float>> full = full_forward_logits(model, tokens);
 
   KvCacheDecoder decoder(model);
   std::vector<float> first;
@@ -140,14 +154,8 @@ TEST(KvCacheDecoder, DecodesEveryRecipeInItsOwnFormats) {
     GPT model(m, 1, m.context_length, cpu_backend(), DType::F32, {}, c.recipe);
     randomise(model, 8);
     ASSERT_TRUE(KvCacheDecoder::supports(model));
-    std::vector<int32_t> tokens(m.context_length);
-    std::mt19937 rng(9);
-    for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % m.vocab_size);
-    StepContext ctx;
-    ctx.training = false;
-    model.forward(tokens, {}, 1, m.context_length, ctx);
-    std::vector<std::vector<float>> full;
-    for (int t = 0; t < m.context_length; ++t) full.push_back(model.logits_at(0, t));
+    const std::vector<int32_t> tokens = random_window(m, 9);
+    const std::vector<std::vector<float>> full = full_forward_logits(model, tokens);
     double worst = 0.0;
     {
       KvCacheDecoder decoder(model);
@@ -162,8 +170,8 @@ TEST(KvCacheDecoder, DecodesEveryRecipeInItsOwnFormats) {
     EXPECT_LE(worst, c.tolerance);
     // The decoder leaves the model as it found it (FP8 scales and statistics included): the same forward
     // again gives the same logits, bit for bit.
-    model.forward(tokens, {}, 1, m.context_length, ctx);
-    for (int t = 0; t < m.context_length; ++t) ASSERT_EQ(model.logits_at(0, t), full[t]) << "position " << t;
+    const std::vector<std::vector<float>> again = full_forward_logits(model, tokens);
+    for (int t = 0; t < m.context_length; ++t) ASSERT_EQ(again[t], full[t]) << "position " << t;
     std::printf("%s: worst relative logit difference %.3g (bound %.3g)\n", c.name, worst, c.tolerance);
 
     const std::vector<int> prompt{3, 1, 4};
@@ -174,28 +182,15 @@ TEST(KvCacheDecoder, DecodesEveryRecipeInItsOwnFormats) {
 }
 
 // The CPU backend, saying its products take only some operand formats (as cuBLASLt's do).
-class LimitedProductsBackend final : public Backend {
+class LimitedProductsBackend final : public ForwardingBackend {
  public:
-  explicit LimitedProductsBackend(Backend& inner) : inner_(inner) {}
+  using ForwardingBackend::ForwardingBackend;
   std::string name() const override { return "limited"; }
-  Device device() const override { return inner_.device(); }
   BackendCapabilities capabilities() const override {
-    BackendCapabilities c = inner_.capabilities();
+    BackendCapabilities c = ForwardingBackend::capabilities();
     c.products_of_any_formats = false;
     return c;
   }
-  void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
-  void deallocate(void* ptr) override { inner_.deallocate(ptr); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override { inner_.copy_to_device(dst, src, bytes); }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override { inner_.copy_to_host(dst, src, bytes); }
-  void synchronize() override { inner_.synchronize(); }
-#define GPT_FORWARD_OP(method, Args, op, category) \
-  void method(const Args& args) override { inner_.method(args); }
-  GPT_BACKEND_OPS(GPT_FORWARD_OP)
-#undef GPT_FORWARD_OP
-
- private:
-  Backend& inner_;
 };
 
 // Such a backend decodes FP32 with the cache and refuses it, naming the way out, for a narrow recipe.

@@ -7,12 +7,6 @@
 namespace gpt::test {
 namespace {
 
-struct Shape {
-  const char* tag;
-  std::initializer_list<int64_t> dims;
-};
-const Shape kShapes[] = {{"n1", {1}}, {"n67", {67}}, {"n4099", {4099}}, {"67x200", {67, 200}}};
-
 bool is_fp8(DType f) { return f == DType::E4M3 || f == DType::E5M2; }
 
 void steps(OpBench& b, const Tensor& params, const Tensor& grads, const Tensor& m, const Tensor& v, float weight_decay) {
@@ -33,7 +27,7 @@ void steps(OpBench& b, const Tensor& params, const Tensor& grads, const Tensor& 
 std::vector<OpCase> cases() {
   std::vector<OpCase> out;
   for (DType g : kTableFormats) {
-    for (const Shape& s : kShapes) {
+    for (const ElementwiseShape& s : kElementwiseShapes) {
       for (float weight_decay : {0.0f, 0.1f}) {
         const auto dims = s.dims;
         out.push_back({fmt::format("adamw_update/grads-{}/{}/wd{}", format_tag(g), s.tag, weight_decay), [=](OpBench& b) {

@@ -8,47 +8,35 @@
 // reached 1.1 x the unscaled tolerance in one of four runs); the backward's is 3, since dS's rows sum to
 // zero and dq = s dS k cancels, so dS's rounding shows at the scale of its terms (up to 1.9 x the unscaled
 // tolerance in BF16 and F16 over four runs; the materialised path splits dS in two to avoid just this).
-#include "cuda/backend/op_table.h"
+#include "cuda/backend/attention_cases.h"
 
 namespace gpt::test {
 namespace {
 
-DropoutSpec dropout_of(float p) {
-  DropoutSpec d;
-  d.p = p;
-  d.stream = RngStream{0x5eed1234abcdull, 7, 1, 2, RngSite::AttentionProbs};
-  return d;
-}
-
 std::vector<OpCase> cases() {
-  constexpr int64_t B = 2, NH = 2;
+  const auto keep = [](const AttentionPoint& a) { return !(a.format == DType::F32 && a.hs == 64 && a.T == 1); };
   std::vector<OpCase> out;
-  for (DType f : {DType::F32, DType::BF16, DType::F16})
-    for (int64_t hs : {64, 13})
-      for (int64_t T : {67, 1})
-        for (float p : {0.0f, 0.1f}) {
-          if (f == DType::F32 && hs == 64 && T == 1) continue;
-          const int64_t C = NH * hs;
-          // The backend's own kind of statistics: [B,NH,T,T] probabilities, or the fused [B,NH,T].
-          const auto stats = [=](OpBench& b) {
-            return b.backend().attention_keeps_probs() ? b.scratch({B, NH, T, T}, DType::F32) : b.scratch({B, NH, T}, DType::F32);
-          };
-          const std::string shape = fmt::format("B{}_T{}_NH{}_hs{}/p{}", B, T, NH, hs, p);
-          out.push_back({fmt::format("flash_attention_forward/{}/{}", format_tag(f), shape), [=](OpBench& b) {
-                           Tensor qkv = b.input({B, T, 3 * C}, f);
-                           b.backend().attention_forward({b.output({B, T, C}, f), stats(b), qkv, static_cast<int>(NH), dropout_of(p)});
-                         },
-                         2.0});
-          out.push_back({fmt::format("flash_attention_backward/{}/{}", format_tag(f), shape),
-                         [=](OpBench& b) {
-                           Tensor qkv = b.input({B, T, 3 * C}, f);
-                           Tensor probs = stats(b), attended = b.scratch({B, T, C}, f);
-                           b.backend().attention_forward({attended, probs, qkv, static_cast<int>(NH), dropout_of(p)});
-                           b.backend().attention_backward({b.output({B, T, 3 * C}, f), stats(b), b.input({B, T, C}, f), qkv,
-                                                           probs, static_cast<int>(NH), dropout_of(p), attended});
-                         },
-                         3.0});
-        }
+  for (const AttentionPoint& a : attention_sweep(2, 2, {67, 1}, {64, 13}, keep)) {
+    // The backend's own kind of statistics: [B,NH,T,T] probabilities, or the fused [B,NH,T].
+    const auto stats = [=](OpBench& b) {
+      return b.backend().attention_keeps_probs() ? b.scratch({a.B, a.NH, a.T, a.T}, DType::F32)
+                                                 : b.scratch({a.B, a.NH, a.T}, DType::F32);
+    };
+    out.push_back({a.name("flash_attention_forward"), [=](OpBench& b) {
+                     Tensor qkv = a.qkv(b);
+                     b.backend().attention_forward({a.out(b), stats(b), qkv, static_cast<int>(a.NH), a.dropout()});
+                   },
+                   2.0});
+    out.push_back({a.name("flash_attention_backward"),
+                   [=](OpBench& b) {
+                     Tensor qkv = a.qkv(b);
+                     Tensor probs = stats(b), attended = b.scratch({a.B, a.T, a.C()}, a.format);
+                     b.backend().attention_forward({attended, probs, qkv, static_cast<int>(a.NH), a.dropout()});
+                     b.backend().attention_backward({a.dqkv(b), stats(b), a.dout(b), qkv, probs, static_cast<int>(a.NH),
+                                                     a.dropout(), attended});
+                   },
+                   3.0});
+  }
   return out;
 }
 

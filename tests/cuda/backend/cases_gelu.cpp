@@ -6,12 +6,6 @@
 namespace gpt::test {
 namespace {
 
-struct Shape {
-  const char* tag;
-  std::initializer_list<int64_t> dims;
-};
-const Shape kShapes[] = {{"n1", {1}}, {"n67", {67}}, {"n4099", {4099}}, {"67x200", {67, 200}}};
-
 bool is_fp8(DType f) { return f == DType::E4M3 || f == DType::E5M2; }
 
 // GELU's interesting range is a few units either side of 0; FP8 inputs hold codes in it.
@@ -20,7 +14,7 @@ constexpr float kLo = -4.0f, kHi = 4.0f;
 std::vector<OpCase> cases() {
   std::vector<OpCase> out;
   for (DType f : kTableFormats) {
-    for (const Shape& s : kShapes) {
+    for (const ElementwiseShape& s : kElementwiseShapes) {
       const auto dims = s.dims;
       out.push_back({fmt::format("gelu_forward/{}/{}", format_tag(f), s.tag), [=](OpBench& b) {
                        Tensor in = b.input(dims, f, kLo, kHi);

@@ -7,12 +7,6 @@
 namespace gpt::test {
 namespace {
 
-struct Shape {
-  const char* tag;
-  std::initializer_list<int64_t> dims;
-};
-const Shape kShapes[] = {{"n1", {1}}, {"n67", {67}}, {"n4099", {4099}}, {"67x200", {67, 200}}};
-
 bool is_fp8(DType f) { return f == DType::E4M3 || f == DType::E5M2; }
 
 struct Drop {
@@ -32,7 +26,7 @@ std::vector<Drop> dropouts() {
 std::vector<OpCase> cases() {
   std::vector<OpCase> out;
   for (DType f : kTableFormats) {
-    for (const Shape& s : kShapes) {
+    for (const ElementwiseShape& s : kElementwiseShapes) {
       for (const Drop& d : dropouts()) {
         const auto dims = s.dims;
         const DropoutSpec spec = d.spec;

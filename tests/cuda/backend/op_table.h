@@ -82,4 +82,12 @@ inline constexpr DType kTableFormats[] = {DType::F32, DType::BF16, DType::F16, D
 // "f32", "bf16", ... for case names.
 std::string format_tag(DType dtype);
 
+// The element-wise families' shapes (gelu, residual, adamw): one element, odd lengths (the kernels'
+// scalar tails) and a matrix.
+struct ElementwiseShape {
+  const char* tag;
+  std::initializer_list<int64_t> dims;
+};
+inline const ElementwiseShape kElementwiseShapes[] = {{"n1", {1}}, {"n67", {67}}, {"n4099", {4099}}, {"67x200", {67, 200}}};
+
 }  // namespace gpt::test
