@@ -68,6 +68,10 @@ struct BackendCapabilities {
   // them, on top of reserved_device_bytes (the CPU's decode workspace): the plan adds them to a run whose
   // compute format is narrow.
   size_t narrow_matmul_workspace_bytes = 0;
+  // Whether FP8 products take transposed or widened copies of their operands in MatmulArgs::staging
+  // (backend/matmul_staging.h: cuBLASLt multiplies FP8 only in the TN layout, and 16-bit x FP8 not at all):
+  // the activation plan then holds a staging buffer for the model's largest product.
+  bool stages_fp8_operands = false;
 };
 
 class Backend {
