@@ -269,46 +269,6 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashParams p) 
   }
 }
 
-// The backward's recompute over one warp's tile, in place: for each element P = 2^(S scale_log2 - lse2), 0
-// where the key follows the query (and, for query rows, where the key is past T); f = M/(1-p), the dropout
-// factor of its (query, key), 1 without dropout; then s holds Pd = P f and dp holds dS = P (dPd f - D).
-// kKeyRows: the tile's rows are keys and its columns queries (the dk/dv pass, S^T and dPd^T), else the rows
-// are queries (the dq pass). There query rows past T are never stored; in the dk/dv pass query columns
-// past T have lse2 = +inf, so P = 0, and key rows past T are never stored. stats(r, c) gives the element's
-// query's QueryStats: row r's, or column c's (of the tile's kN * 8).
-struct QueryStats {
-  float lse2;   // log2-sum-exp2 of the scaled scores: lse log2(e)
-  float delta;  // D = rowsum(dout ⊙ out)
-};
-
-template <bool kKeyRows, int kN, class Stats>
-__device__ __forceinline__ void recompute_probabilities(float (&s)[kN][4], float (&dp)[kN][4], const FlashBackwardParams& p,
-                                                        int64_t bh, const int64_t (&row)[2], int64_t col0, int tq,
-                                                        bool edge, Stats stats) {
-  const int64_t T = p.T;
-  GPT_UNROLL
-  for (int n = 0; n < kN; ++n)
-    GPT_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      // Along a query row two neighbouring keys share one Philox draw; along a key row they are two rows.
-      float f[2] = {1.0f, 1.0f};
-      if constexpr (!kKeyRows)
-        if (p.dropout.active) p.dropout.pair(attention_mask_element(bh, T, row[r], col0 + n * 8 + 2 * tq), f[0], f[1]);
-      GPT_UNROLL
-      for (int e = 0; e < 2; ++e) {
-        const int c = n * 8 + 2 * tq + e;
-        const int64_t query = kKeyRows ? col0 + c : row[r], key = kKeyRows ? row[r] : col0 + c;
-        const QueryStats st = stats(r, c);
-        float prob = exp2f(s[n][2 * r + e] * p.scale_log2 - st.lse2);
-        if (edge && (key > query || (!kKeyRows && key >= T))) prob = 0.0f;
-        if constexpr (kKeyRows)
-          f[e] = p.dropout.active ? p.dropout.factor(attention_mask_element(bh, T, query, key)) : 1.0f;
-        s[n][2 * r + e] = prob * f[e];
-        dp[n][2 * r + e] = prob * (dp[n][2 * r + e] * f[e] - st.delta);
-      }
-    }
-}
-
 // dq for one block of 64 query rows, over the key tiles up to its diagonal.
 template <int kHead, MmaInput kIn>
 __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwardParams p) {
@@ -351,9 +311,21 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
     product_over_head<kHead, kIn>(s, sq, warp * 16, sk, lane);
     product_over_head<kHead, kIn>(dp, sdo, warp * 16, sv, lane);
     const bool edge = key0 + kInner - 1 > q0 || key0 + kInner > T;
-    recompute_probabilities<false>(s, dp, p, bh, row, key0, tq, edge,
-                                   [&](int r, int) { return QueryStats{lse2[r], delta[r]}; });
-    product_into_head<kHead, kIn>(dq, dp, sk, lane);
+    GPT_UNROLL
+    for (int n = 0; n < kN; ++n)
+      GPT_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        float f[2] = {1.0f, 1.0f};
+        if (p.dropout.active) p.dropout.pair(attention_mask_element(bh, T, row[r], key0 + n * 8 + 2 * tq), f[0], f[1]);
+        GPT_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          const int64_t key = key0 + n * 8 + 2 * tq + e;
+          float prob = exp2f(s[n][2 * r + e] * p.scale_log2 - lse2[r]);
+          if (edge && (key > row[r] || key >= T)) prob = 0.0f;
+          s[n][2 * r + e] = prob * (dp[n][2 * r + e] * f[e] - delta[r]);
+        }
+      }
+    product_into_head<kHead, kIn>(dq, s, sk, lane);
     __syncthreads();  // every warp is done with K_j and V_j
     if (j + 1 < tiles) {
       load_tile<kHead, kInner>(sk, k_head, ld, key0 + kInner, T);
@@ -416,8 +388,20 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
     product_over_head<kHead, kIn>(s, sk, warp * 16, sq, lane);
     product_over_head<kHead, kIn>(dp, sv, warp * 16, sdo, lane);
     const bool edge = qt0 < k0 + kBlockRows - 1;  // some query of the tile precedes some key of the block
-    recompute_probabilities<true>(s, dp, p, bh, key, qt0, tq, edge,
-                                  [&](int, int c) { return QueryStats{slse2[c], sdelta[c]}; });
+    GPT_UNROLL
+    for (int n = 0; n < kN; ++n)
+      GPT_UNROLL
+      for (int r = 0; r < 2; ++r)
+        GPT_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          const int c = n * 8 + 2 * tq + e;
+          const int64_t q = qt0 + c;
+          float prob = exp2f(s[n][2 * r + e] * p.scale_log2 - slse2[c]);
+          if (edge && q < key[r]) prob = 0.0f;
+          const float f = p.dropout.active ? p.dropout.factor(attention_mask_element(bh, T, q, key[r])) : 1.0f;
+          s[n][2 * r + e] = prob * f;
+          dp[n][2 * r + e] = prob * (dp[n][2 * r + e] * f - sdelta[c]);
+        }
     product_into_head<kHead, kIn>(dv, s, sdo, lane);
     product_into_head<kHead, kIn>(dk, dp, sq, lane);
     __syncthreads();  // every warp is done with this tile of q, dout, lse and delta
