@@ -77,6 +77,8 @@ BackendCapabilities CudaBackend::capabilities() const {
   caps.attention_keeps_probs = attention_ == AttentionKind::Materialised;
   caps.stores_low_precision = true;
   caps.reserved_device_bytes = reserved_bytes();
+  // cuBLASLt's FP8 products: TN only, and no 16-bit x FP8 (cuda/gemm/matmul.cpp).
+  caps.stages_fp8_operands = true;
   return caps;
 }
 

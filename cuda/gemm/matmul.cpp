@@ -9,10 +9,12 @@
 //   FP8 x FP8 -> BF16, F16 or F32    E4M3 x E4M3 forward, E5M2 (output gradient) x E4M3 backward; the
 //                                    operands' scale_inv are cuBLASLt's A/B scale pointers, read on the
 //                                    device; TN only, so an FP8 operand stored the other way is transposed
-//                                    into the staging region; M, N, K multiples of 16; compute capability 8.9+
+//                                    into MatmulArgs::staging; M, N, K multiples of 16; compute capability 8.9+
 //   BF16/F16 x FP8 (fp8 with backward bf16: the output gradient in BF16, the other operand E4M3): the FP8
-//                                    codes widened exactly to the 16-bit format in the staging region, their
+//                                    codes widened exactly to the 16-bit format in MatmulArgs::staging, their
 //                                    scale_inv folded into alpha on the device (CUBLASLT_POINTER_MODE_DEVICE)
+// The staged copies' places are backend/matmul_staging.h's, the rule the activation plan sized the staging
+// buffer with (fp8.staging), so a product uses exactly the bytes planned for it.
 // Any other combination fails naming it. F64 (the CPU's gradient checks) is refused.
 // out = alpha op(a) op(b) + beta out + bias is one cuBLASLt call with C = D and the BIAS epilogue where the
 // bias has the epilogue's type (D's type; BF16 for FP8 products with an F32 output, else the output's),
@@ -24,6 +26,7 @@
 // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, so it never picks a kernel that needs more).
 #include "gemm/matmul.h"
 
+#include "backend/matmul_staging.h"
 #include "common/cuda_check.h"
 #include "gemm/operand_kernels.h"
 
@@ -37,18 +40,11 @@ namespace gpt::cuda {
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
-constexpr size_t kStagingAlign = 256;
 constexpr size_t kScalarBytes = 256;
 
 // cuBLASLt's workspace: 32 MiB on Hopper, 4 MiB below (NVIDIA's recommendation, as llm.c uses).
 size_t workspace_bytes_for(int cc) { return cc >= 90 ? 32 * kMiB : 4 * kMiB; }
 
-// FP8 transposes and widened FP8 operands. cuBLASLt multiplies FP8 from compute capability 8.9 on; the
-// largest need of GPT-2 124M at B=16, T=1024 is the fc_proj weight gradient's two transposed operands,
-// 60 MiB (48 MiB of E4M3 input and 12 MiB of E5M2 gradient).
-size_t staging_bytes_for(int cc) { return cc >= 89 ? 128 * kMiB : 0; }
-
-bool is_fp8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
 bool is_16bit(DType t) { return t == DType::BF16 || t == DType::F16; }
 
 cudaDataType_t lt_type(DType t) {
@@ -121,39 +117,16 @@ LtProduct column_major(const MatrixView& out, const MatrixView& a, const MatrixV
 // microseconds of host time, and most of it would go to formatting.
 using Describe = std::function<std::string()>;
 
-// Where staged operands go for one product: bump allocation in the staging region, 256-byte aligned.
-class Staging {
- public:
-  Staging(char* base, size_t bytes, const Describe& what) : base_(base), bytes_(bytes), what_(what) {}
-  void* take(size_t bytes, const char* purpose) {
-    const size_t offset = (used_ + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
-    GPT_CHECK(offset + bytes <= bytes_,
-              "matmul {}: the {} needs {} bytes of Gemm's FP8 staging region, which holds {} ({} already taken by this "
-              "product){}",
-              what_(), purpose, bytes, bytes_, offset,
-              bytes_ == 0 ? " (FP8 products need compute capability 8.9 or later)" : "");
-    used_ = offset + bytes;
-    return base_ + offset;
-  }
-
- private:
-  char* base_;
-  size_t bytes_;
-  size_t used_ = 0;
-  const Describe& what_;
-};
-
 }  // namespace
 
 struct Gemm::State {
   int compute_capability = 0;
   bool allow_tf32 = false;
   cublasLtHandle_t handle = nullptr;
-  void* memory = nullptr;  // one allocation: workspace, staging, scalars
-  size_t workspace_bytes = 0, staging_bytes = 0;
+  void* memory = nullptr;  // one allocation: workspace, scalars
+  size_t workspace_bytes = 0;
   void* workspace() const { return memory; }
-  char* staging() const { return static_cast<char*>(memory) + workspace_bytes; }
-  float* scalars() const { return reinterpret_cast<float*>(staging() + staging_bytes); }
+  float* scalars() const { return reinterpret_cast<float*>(static_cast<char*>(memory) + workspace_bytes); }
   std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
 
   void run(const LtProduct& p, const Describe& what, cudaStream_t stream);
@@ -163,9 +136,8 @@ Gemm::Gemm(int compute_capability) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.compute_capability = compute_capability;
   s.workspace_bytes = workspace_bytes_for(compute_capability);
-  s.staging_bytes = staging_bytes_for(compute_capability);
   CUBLAS_CHECK(cublasLtCreate(&s.handle));
-  CUDA_CHECK(cudaMalloc(&s.memory, s.workspace_bytes + s.staging_bytes + kScalarBytes));
+  CUDA_CHECK(cudaMalloc(&s.memory, s.workspace_bytes + kScalarBytes));
 }
 
 Gemm::~Gemm() {
@@ -176,9 +148,7 @@ Gemm::~Gemm() {
 
 void Gemm::set_allow_tf32(bool allow) { state_->allow_tf32 = allow; }
 
-size_t Gemm::device_bytes() const { return state_->workspace_bytes + state_->staging_bytes + kScalarBytes; }
-
-size_t Gemm::staging_bytes() const { return state_->staging_bytes; }
+size_t Gemm::device_bytes() const { return state_->workspace_bytes + kScalarBytes; }
 
 void Gemm::State::run(const LtProduct& p, const Describe& what, cudaStream_t stream) {
   const bool tf32 = allow_tf32 && p.a.dtype == DType::F32;
@@ -308,9 +278,20 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
 
   MatrixView a{args.a.data, ta, as.rows, as.cols, as.cols}, b{args.b.data, tb, bs.rows, bs.cols, bs.cols};
   const MatrixView out{args.out.data, to, m, n, n};
-  Staging staging(s.staging(), s.staging_bytes, what);
+  const MatmulStaging staged = matmul_staging({ta, tb, m, n, k, trans_a, trans_b});
+  const size_t staging_bytes = args.staging.empty() ? 0 : args.staging.bytes();
+  const auto staging_at = [&](size_t offset) -> void* {
+    GPT_CHECK(staging_bytes >= staged.bytes,
+              "matmul {}: its operand copies (transposes for cuBLASLt's TN-only FP8 products, or an FP8 operand "
+              "widened to 16 bits) need {} bytes of MatmulArgs::staging, which has {}: pass a buffer sized by "
+              "backend/matmul_staging.h (the model passes the activation plan's fp8.staging)",
+              what(), staged.bytes, staging_bytes);
+    GPT_CHECK(reinterpret_cast<uintptr_t>(args.staging.data) % 16 == 0,
+              "matmul {}: MatmulArgs::staging must be 16-byte aligned for cuBLASLt; it is at {}", what(), args.staging.data);
+    return static_cast<char*>(args.staging.data) + offset;
+  };
   LtProduct p;
-  const bool fp8_a = is_fp8(ta), fp8_b = is_fp8(tb);
+  const bool fp8_a = is_fp8_format(ta), fp8_b = is_fp8_format(tb);
   DType operands = ta;  // the format both operands reach cuBLASLt in
   if (fp8_a && fp8_b) {
     if (ta == DType::E5M2 && tb == DType::E5M2) refuse("cuBLASLt has no E5M2 x E5M2 product");
@@ -325,13 +306,13 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
                 what(), name, ptr);
     // TN: op(a) = a [M,K] and op(b) = b^T, b stored [N,K]; anything else goes through a transposed copy.
     if (trans_a) {
-      void* t = staging.take(static_cast<size_t>(m * k), "transposed copy of a");
+      void* t = staging_at(staged.a);
       transpose_bytes(t, a.data, a.rows, a.cols, a.ld, stream);
       a = {t, ta, m, k, k};
       trans_a = false;
     }
     if (!trans_b) {
-      void* t = staging.take(static_cast<size_t>(n * k), "transposed copy of b");
+      void* t = staging_at(staged.b);
       transpose_bytes(t, b.data, b.rows, b.cols, b.ld, stream);
       b = {t, tb, n, k, k};
       trans_b = true;
@@ -346,7 +327,7 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
     const DType wide = fp8_a ? tb : ta;
     if (!is_16bit(wide)) refuse("an FP8 operand pairs with FP8, BF16 or F16 only");
     MatrixView& narrow = fp8_a ? a : b;
-    void* w = staging.take(static_cast<size_t>(narrow.rows * narrow.cols) * dtype_size(wide), "widened FP8 operand");
+    void* w = staging_at(fp8_a ? staged.a : staged.b);
     widen_fp8(w, wide, narrow.data, narrow.dtype, narrow.rows, narrow.cols, narrow.ld, stream);
     narrow = {w, wide, narrow.rows, narrow.cols, narrow.cols};
     operands = wide;
@@ -361,12 +342,12 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
     p.alpha = args.alpha;
     p.beta = args.beta;
   }
-  if (!is_fp8(operands) && !(to == operands || (is_16bit(operands) && to == DType::F32)))
+  if (!is_fp8_format(operands) && !(to == operands || (is_16bit(operands) && to == DType::F32)))
     refuse("cuBLASLt writes a product of these operands in their own format or F32 only");
 
   bool bias_pass = false;
   if (!args.bias.empty()) {
-    const DType epilogue_bias = is_fp8(operands) && to == DType::F32 ? DType::BF16 : to;
+    const DType epilogue_bias = is_fp8_format(operands) && to == DType::F32 ? DType::BF16 : to;
     if (args.bias.dtype == epilogue_bias) {
       p.bias = args.bias.data;
     } else if (to == DType::F32) {

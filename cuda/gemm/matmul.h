@@ -50,13 +50,9 @@ class Gemm {
   // so F32 products are FP32 products.
   void set_allow_tf32(bool allow);
 
-  // Device bytes this object holds (cuBLASLt's workspace and the FP8 staging region): what the memory
-  // plan adds for the backend.
+  // Device bytes this object holds (cuBLASLt's workspace and the device-side alpha and beta): what the
+  // memory plan adds for the backend. FP8 operand copies go to MatmulArgs::staging, which the plan holds.
   size_t device_bytes() const;
-
-  // The bytes of the staging region that FP8 transposes and widened FP8 operands use: a product that
-  // needs more fails, saying so.
-  size_t staging_bytes() const;
 
  private:
   struct State;

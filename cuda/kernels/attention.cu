@@ -32,6 +32,7 @@
 #include "kernels/flash_attention.h"
 
 #include "backend/op_checks.h"
+#include "common/block_max.cuh"
 #include "common/block_reduce.cuh"
 #include "common/cuda_check.h"
 #include "common/launch.cuh"
@@ -43,25 +44,6 @@
 
 namespace gpt::cuda {
 namespace {
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = warpSize / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
-  return v;
-}
-
-// Every thread of the (one-dimensional, whole-warp) block gets the block's max; ends with a barrier.
-__device__ __forceinline__ float block_max(float v) {
-  __shared__ float warp_maxima[32];
-  const int lane = threadIdx.x % warpSize, warp = threadIdx.x / warpSize;
-  const int warps = blockDim.x / warpSize;
-  v = warp_max(v);
-  if (lane == 0) warp_maxima[warp] = v;
-  __syncthreads();
-  v = lane < warps ? warp_maxima[lane] : -INFINITY;
-  v = warp_max(v);
-  __syncthreads();
-  return v;
-}
 
 // W consecutive floats of a row: one 128-bit load or store when W = 4 (the row's start 16-byte aligned and
 // T a multiple of 4), else one float.

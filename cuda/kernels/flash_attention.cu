@@ -269,6 +269,51 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashParams p) 
   }
 }
 
+// The backward's recompute over one warp's tile, in place: for each element P = 2^(S scale_log2 - lse2), 0
+// where the key follows the query (and, in the dq pass, where the key is past T); f = M/(1-p), the dropout
+// factor of its (query, key), 1 without dropout; Pd = P f and dS = P (dPd f - D). kKeyRows: the tile's rows
+// are keys and its columns queries (the dk/dv pass, S^T and dPd^T), each query's lse2 and D from the
+// column arrays; s then holds Pd and dp dS. Else the rows are queries (the dq pass), with their lse2 and D
+// in row_lse2_r and row_delta_r; it needs dS only, which s holds. The dq pass never stores query rows past
+// T; the dk/dv pass gives query columns past T lse2 = +inf (P = 0) and never stores key rows past T.
+// Rows and their statistics come as values, not references to the kernels' arrays, and the dq pass keeps
+// dS in s: the dq kernel sits at ptxas's 168-register mark, and either change spilled it on sm_80.
+template <bool kKeyRows, int kN>
+__device__ __forceinline__ void recompute_probabilities(float (&s)[kN][4], float (&dp)[kN][4], float scale_log2,
+                                                        const FlashDropout& dropout, int64_t T, int64_t bh,
+                                                        int64_t row0, int64_t row1, int64_t col0, int tq, bool edge,
+                                                        float row_lse2_0, float row_lse2_1, float row_delta_0,
+                                                        float row_delta_1, const float* col_lse2,
+                                                        const float* col_delta) {
+  GPT_UNROLL
+  for (int n = 0; n < kN; ++n)
+    GPT_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = r == 0 ? row0 : row1;
+      // Along a query row two neighbouring keys share one Philox draw; along a key row they are two rows.
+      float f[2] = {1.0f, 1.0f};
+      if constexpr (!kKeyRows)
+        if (dropout.active) dropout.pair(attention_mask_element(bh, T, row, col0 + n * 8 + 2 * tq), f[0], f[1]);
+      GPT_UNROLL
+      for (int e = 0; e < 2; ++e) {
+        const int c = n * 8 + 2 * tq + e;
+        const int64_t col = col0 + c;
+        const float lse2 = kKeyRows ? col_lse2[c] : (r == 0 ? row_lse2_0 : row_lse2_1);
+        const float delta = kKeyRows ? col_delta[c] : (r == 0 ? row_delta_0 : row_delta_1);
+        float prob = exp2f(s[n][2 * r + e] * scale_log2 - lse2);
+        if constexpr (kKeyRows) {
+          if (edge && col < row) prob = 0.0f;
+          f[e] = dropout.active ? dropout.factor(attention_mask_element(bh, T, col, row)) : 1.0f;
+          s[n][2 * r + e] = prob * f[e];
+          dp[n][2 * r + e] = prob * (dp[n][2 * r + e] * f[e] - delta);
+        } else {
+          if (edge && (col > row || col >= T)) prob = 0.0f;
+          s[n][2 * r + e] = prob * (dp[n][2 * r + e] * f[e] - delta);
+        }
+      }
+    }
+}
+
 // dq for one block of 64 query rows, over the key tiles up to its diagonal.
 template <int kHead, MmaInput kIn>
 __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwardParams p) {
@@ -311,20 +356,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
     product_over_head<kHead, kIn>(s, sq, warp * 16, sk, lane);
     product_over_head<kHead, kIn>(dp, sdo, warp * 16, sv, lane);
     const bool edge = key0 + kInner - 1 > q0 || key0 + kInner > T;
-    GPT_UNROLL
-    for (int n = 0; n < kN; ++n)
-      GPT_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        float f[2] = {1.0f, 1.0f};
-        if (p.dropout.active) p.dropout.pair(attention_mask_element(bh, T, row[r], key0 + n * 8 + 2 * tq), f[0], f[1]);
-        GPT_UNROLL
-        for (int e = 0; e < 2; ++e) {
-          const int64_t key = key0 + n * 8 + 2 * tq + e;
-          float prob = exp2f(s[n][2 * r + e] * p.scale_log2 - lse2[r]);
-          if (edge && (key > row[r] || key >= T)) prob = 0.0f;
-          s[n][2 * r + e] = prob * (dp[n][2 * r + e] * f[e] - delta[r]);
-        }
-      }
+    recompute_probabilities<false>(s, dp, p.scale_log2, p.dropout, T, bh, row[0], row[1], key0, tq, edge, lse2[0],
+                                   lse2[1], delta[0], delta[1], nullptr, nullptr);
     product_into_head<kHead, kIn>(dq, s, sk, lane);
     __syncthreads();  // every warp is done with K_j and V_j
     if (j + 1 < tiles) {
@@ -388,20 +421,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
     product_over_head<kHead, kIn>(s, sk, warp * 16, sq, lane);
     product_over_head<kHead, kIn>(dp, sv, warp * 16, sdo, lane);
     const bool edge = qt0 < k0 + kBlockRows - 1;  // some query of the tile precedes some key of the block
-    GPT_UNROLL
-    for (int n = 0; n < kN; ++n)
-      GPT_UNROLL
-      for (int r = 0; r < 2; ++r)
-        GPT_UNROLL
-        for (int e = 0; e < 2; ++e) {
-          const int c = n * 8 + 2 * tq + e;
-          const int64_t q = qt0 + c;
-          float prob = exp2f(s[n][2 * r + e] * p.scale_log2 - slse2[c]);
-          if (edge && q < key[r]) prob = 0.0f;
-          const float f = p.dropout.active ? p.dropout.factor(attention_mask_element(bh, T, q, key[r])) : 1.0f;
-          s[n][2 * r + e] = prob * f;
-          dp[n][2 * r + e] = prob * (dp[n][2 * r + e] * f - sdelta[c]);
-        }
+    recompute_probabilities<true>(s, dp, p.scale_log2, p.dropout, T, bh, key[0], key[1], qt0, tq, edge, 0.0f, 0.0f,
+                                  0.0f, 0.0f, slse2, sdelta);
     product_into_head<kHead, kIn>(dv, s, sdo, lane);
     product_into_head<kHead, kIn>(dk, dp, sq, lane);
     __syncthreads();  // every warp is done with this tile of q, dout, lse and delta

@@ -72,6 +72,10 @@ struct BackendCapabilities {
   // (memory.offload) frees nothing, the budget planner does not choose it, and the machine's memory check
   // adds the ledger's device and host columns.
   bool device_memory_is_host = false;
+  // Whether FP8 products take transposed or widened copies of their operands in MatmulArgs::staging
+  // (backend/matmul_staging.h: cuBLASLt multiplies FP8 only in the TN layout, and 16-bit x FP8 not at all):
+  // the activation plan then holds a staging buffer for the model's largest product.
+  bool stages_fp8_operands = false;
 };
 
 class Backend {

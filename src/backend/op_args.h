@@ -43,6 +43,10 @@ struct MatmulArgs {
   bool trans_b = false;
   float alpha = 1.0f;
   float beta = 0.0f;
+  // Bytes (U8) for the copies of the operands a backend with BackendCapabilities::stages_fp8_operands makes
+  // before an FP8 product (backend/matmul_staging.h says how many); empty where none are needed. Its
+  // contents are the product's working memory, undefined before and after.
+  Tensor staging{};
 };
 
 // dbias[N] += sum over the rows of dout[M,N]

@@ -1,5 +1,8 @@
 #include "memory/activation_plan.h"
 
+#include "backend/matmul_staging.h"
+
+#include <algorithm>
 #include <map>
 
 namespace gpt {
@@ -57,8 +60,37 @@ class PlanBuilder {
 
 }  // namespace
 
+uint64_t fp8_staging_bytes(const ModelConfig& m, const PrecisionLayout& precision, int64_t rows) {
+  const int64_t C = m.n_embd;
+  // Each FP8 linear layer: its input tensor, weight, and input and output widths.
+  struct Linear {
+    Fp8Linear which;
+    BlockTensor input;
+    const char* weight;
+    int64_t in, out;
+  };
+  const Linear linears[] = {{Fp8Linear::Qkv, BlockTensor::Ln1, "qkvw", C, 3 * C},
+                            {Fp8Linear::AttnProj, BlockTensor::Atty, "attprojw", C, C},
+                            {Fp8Linear::Fc, BlockTensor::Ln2, "fcw", C, 4 * C},
+                            {Fp8Linear::FcProj, BlockTensor::FchGelu, "fcprojw", 4 * C, C}};
+  uint64_t most = 0;
+  for (int l = 0; l < m.n_layer; ++l) {
+    if (!precision.fp8_block(l)) continue;
+    for (const Linear& f : linears) {
+      const DType x = precision.block(l, f.input).dtype, w = precision.compute_weight(f.weight, l).dtype;
+      const DType dy = precision.output_grad(l, f.which).dtype;
+      // GPT::linear and GPT::linear_backward: y = x W^T, dx = dy W, dW += dy^T x.
+      for (const ProductShape& p : {ProductShape{x, w, rows, f.out, f.in, false, true},
+                                    ProductShape{dy, w, rows, f.in, f.out, false, false},
+                                    ProductShape{dy, x, f.out, f.in, rows, true, false}})
+        most = std::max<uint64_t>(most, matmul_staging(p).bytes);
+    }
+  }
+  return most;
+}
+
 ActivationPlan plan_activations(const ModelConfig& m, const PrecisionLayout& precision, MicroBatch micro,
-                                bool keeps_probs, const RecomputePolicy& policy) {
+                                bool keeps_probs, const RecomputePolicy& policy, bool stages_fp8_operands) {
   ActivationPlan plan;
   plan.policy = policy;
   PlanBuilder pb;
@@ -140,6 +172,10 @@ ActivationPlan plan_activations(const ModelConfig& m, const PrecisionLayout& pre
   if (precision.any_fp8() && precision.e5m2_backward())
     model_tensor(ModelTensor::Fp8OutputGrad, {B, T, 4 * C}, ActivationUse::Scratch);
   if (precision.current_scaling()) model_tensor(ModelTensor::Fp8Source, {B, T, 4 * C}, ActivationUse::Scratch);
+  if (stages_fp8_operands) {
+    if (const uint64_t bytes = fp8_staging_bytes(m, precision, B * T); bytes > 0)
+      plan.matmul_staging = pb.buffer("fp8.staging", {static_cast<int64_t>(bytes)}, DType::U8, ActivationUse::Scratch);
+  }
   pb.finish(plan);
   return plan;
 }

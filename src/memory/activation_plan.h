@@ -21,6 +21,14 @@
 // recompute workspace, the selective scratch, fp8.output_grad) is sized for the widest format it holds.
 // fp8 adds fp8.output_grad [b,s,4h] E5M2 when backward casts gradients, and fp8.source [b,s,4h] FP32 under
 // current scaling (an FP8 input before its cast).
+// On a backend that stages FP8 operands (cuBLASLt: TN only), fp8 adds fp8.staging, the bytes of the largest
+// FP8 block product's copies (backend/matmul_staging.h), live for one product and shared by all. Backward
+// e5m2: the weight gradient dW = dout^T in takes both operands transposed, s*b*(IC + OC) bytes, 5sbh for
+// fc and fc_proj; the input gradient dx = dout W a transposed weight, OC*IC bytes. Backward bf16: the FP8
+// operand widened, 8sbh for fc_proj's input, 8h^2 for its weight. The buffer is the largest of these.
+// The weights' transposes are made per product, not once per optimizer step beside the compute copy: a
+// kept copy would add 12h^2 bytes per FP8 block (81 MiB for GPT-2 124M) to save re-transposing them, a
+// pass over 12h^2 bytes per block per micro-batch.
 #pragma once
 
 #include "config/config.h"
@@ -46,6 +54,8 @@ struct ActivationPlan {
   std::vector<std::array<int, kBlockTensors>> block_buffer;
   // model_buffer[tensor]: index into layout, or -1 when this configuration does not need it.
   std::array<int, kModelTensors> model_buffer{};
+  // Index into layout of fp8.staging (U8), the FP8 products' MatmulArgs::staging, or -1.
+  int matmul_staging = -1;
   RecomputePolicy policy;
 
   uint64_t bytes(ActivationUse u) const;
@@ -61,7 +71,12 @@ struct MicroBatch {
 // keeps_probs: Backend::attention_keeps_probs(). A fused attention stores no [b,a,s,s] probabilities:
 // the probs slot holds each row's log-sum-exp, [b,a,s] F32 ("blockL.lse"), kept per block even under
 // selective recomputation of attention, which then has nothing to rebuild.
+// stages_fp8_operands: BackendCapabilities::stages_fp8_operands.
 ActivationPlan plan_activations(const ModelConfig& model, const PrecisionLayout& precision, MicroBatch micro,
-                                bool keeps_probs, const RecomputePolicy& policy);
+                                bool keeps_probs, const RecomputePolicy& policy, bool stages_fp8_operands = false);
+
+// The staging bytes of the largest product of the FP8 blocks' linear layers (forward, input gradient and
+// weight gradient), for a micro-batch of `rows` = B*T tokens; 0 without FP8 blocks.
+uint64_t fp8_staging_bytes(const ModelConfig& model, const PrecisionLayout& precision, int64_t rows);
 
 }  // namespace gpt

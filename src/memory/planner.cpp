@@ -14,12 +14,12 @@ MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int
                         const BackendCapabilities& backend) {
   // Every tensor at the size of the format the precision layout gives it, which is what every backend
   // allocates: activations, the compute copy of the weights (E4M3 for FP8 blocks' linear weights) and the
-  // gradients in precision.grad_dtype. Masters and AdamW state stay FP32. (The transposed FP8 copies a
-  // Hopper FP8 product needs in backward are a CUDA workspace, not planned here yet.)
+  // gradients in precision.grad_dtype. Masters and AdamW state stay FP32. The transposed FP8 copies a
+  // cuBLASLt FP8 product needs are the activation plan's fp8.staging.
   const PrecisionLayout precision(precision_recipe(config.precision), config.model.n_layer);
   const ActivationPlan plan =
       plan_activations(config.model, precision, {batch_size, config.train.seq_len}, backend.attention_keeps_probs,
-                       policy);
+                       policy, backend.stages_fp8_operands);
   MemoryLedger ledger = memory_ledger(config.model, plan, DType::F32);
   const ParameterLayout masters(config.model, DType::F32);
   if (precision.compute_weights()) ledger.compute_weights = compute_weights_layout(masters, precision).total_bytes();

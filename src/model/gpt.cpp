@@ -57,7 +57,8 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
       layout_(lora.enabled() ? lora_parameter_layout(config, lora, dtype) : ParameterLayout(config, dtype)),
       grads_layout_(lora.enabled() ? lora_parameter_layout(config, lora, precision_.gradient())
                                    : ParameterLayout(config, precision_.gradient())),
-      plan_(plan_activations(config, precision_, {batch_size, seq_len}, backend.attention_keeps_probs(), recompute)),
+      plan_(plan_activations(config, precision_, {batch_size, seq_len}, backend.attention_keeps_probs(), recompute,
+                             backend.capabilities().stages_fp8_operands)),
       params_arena_(layout_.arena_layout(), backend),
       grads_arena_(grads_layout_.arena_layout(), backend),
       acts_arena_(plan_.layout, backend),
@@ -316,8 +317,14 @@ Tensor GPT::block_input(int l, int B, int T) {
 
 // out = in W^T + b for W [OC, IC]: 2 * rows * IC * OC FLOPs.
 void GPT::linear(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, double& flop_counter) {
-  backend_.matmul({out, in, weight, bias, false, true});
+  MatmulArgs product{out, in, weight, bias, false, true};
+  product.staging = matmul_staging();
+  backend_.matmul(product);
   flop_counter += 2.0 * static_cast<double>(in.numel()) * static_cast<double>(weight.dim(0));
+}
+
+Tensor GPT::matmul_staging() {
+  return plan_.matmul_staging < 0 ? Tensor() : acts_arena_.tensor(static_cast<size_t>(plan_.matmul_staging));
 }
 
 // din = dout W (overwritten), dW += dout^T in, db += column sums of dout.
@@ -331,9 +338,15 @@ void GPT::linear_backward(const Tensor& din, const Tensor& dweight, const Tensor
       cast_fp8(grad, dout);
     }
   }
-  backend_.matmul({din, grad, weight, Tensor()});
+  MatmulArgs input_grad{din, grad, weight, Tensor()};
+  input_grad.staging = matmul_staging();
+  backend_.matmul(input_grad);
   // A frozen (LoRA base) weight has no gradient to accumulate.
-  if (!dweight.empty()) backend_.matmul({dweight, grad, in, Tensor(), true, false, 1.0f, 1.0f});
+  if (!dweight.empty()) {
+    MatmulArgs weight_grad{dweight, grad, in, Tensor(), true, false, 1.0f, 1.0f};
+    weight_grad.staging = input_grad.staging;
+    backend_.matmul(weight_grad);
+  }
   if (!dbias.empty()) backend_.bias_backward({dbias, dout});
   flops_.backward += (dweight.empty() ? 2.0 : 4.0) * static_cast<double>(dout.numel()) * static_cast<double>(weight.dim(1));
 }

@@ -150,6 +150,8 @@ class GPT {
                      bool norm_next);
   void block_backward(int l, int B, int T, const StepContext& ctx);
   void linear(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias, double& flop_counter);
+  // The plan's fp8.staging for the FP8 products' operand copies (MatmulArgs::staging), or empty.
+  Tensor matmul_staging();
   // Block l's adapter on target t, when it has one: out += s drop(in) A^T B^T, and its backward.
   void lora_forward(int l, LoraTarget t, const Tensor& out, const Tensor& in, const StepContext& ctx, double& flop_counter);
   void lora_backward(int l, LoraTarget t, const Tensor& din, const Tensor& dout, const Tensor& in, const StepContext& ctx);

@@ -1,8 +1,11 @@
 // Op table cases of matmul (cuda/gemm/matmul.cpp): every operand-format combination the recipes pass,
-// each with every pair of transposes (so FP8 operands come in non-TN layouts too, which Gemm transposes),
+// each with every pair of transposes (so FP8 operands come in non-TN layouts too, which Gemm transposes
+// into the staging the case passes),
 // bias on and off, beta 0 and 1 (out accumulated), at shapes that are not multiples of any tile
 // (FP8: multiples of 16, as cuBLASLt requires, but not of 32 or 128).
 #include "cuda/backend/op_table.h"
+
+#include "backend/matmul_staging.h"
 
 #include <set>
 
@@ -56,6 +59,9 @@ std::vector<OpCase> cases() {
                      args.out = accumulate ? b.accumulated({s.m, s.n}, f.out) : b.output({s.m, s.n}, f.out);
                      args.alpha = 0.75f;
                      args.beta = accumulate ? 1.0f : 0.0f;
+                     // Exactly the bytes the plan's rule gives: a copy that strays past them fails.
+                     const size_t staged = matmul_staging({f.a, f.b, s.m, s.n, s.k, trans_a, trans_b}).bytes;
+                     if (staged > 0) args.staging = b.scratch({static_cast<int64_t>(staged)}, DType::U8);
                      b.backend().matmul(args);
                    }});
   };
