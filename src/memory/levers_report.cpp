@@ -22,18 +22,19 @@ const std::map<std::string, std::string>& family_headers() {
       {"offload", "offload (the FP32 masters, a host copy of the gradients and AdamW state in host memory)"},
       {"fine-tuning", "fine-tuning (the configured adapters; the base frozen in the compute format)"},
       {"combined", "combined: bf16 with bf16 gradients, each row adding one lever to the row above"},
-      {"planner", "planner (memory.budget keeps the global batch; precision, then accumulation, then recomputation)"},
+      {"planner", "planner (memory.budget keeps the global batch; precision, accumulation, recompute, offload)"},
   };
   return kHeaders;
 }
 
 std::string describe_run(const LeverVariant& v) {
   const Config& c = v.config;
-  return fmt::format("{}{}, micro-batch {} x {} accumulated, recompute {}{}", c.precision.recipe,
+  return fmt::format("{}{}, micro-batch {} x {} accumulated, recompute {}{}{}", c.precision.recipe,
                      c.precision.grad_dtype == "fp32" ? "" : " (" + c.precision.grad_dtype + " gradients)",
                      c.train.batch_size, c.train.grad_accum_steps,
                      resolve_recompute(c.recompute, c.model.n_layer).describe(),
-                     v.ranks > 1 ? fmt::format(", {} ranks, ZeRO-{}", v.ranks, c.dist.zero) : "");
+                     v.ranks > 1 ? fmt::format(", {} ranks, ZeRO-{}", v.ranks, c.dist.zero) : "",
+                     c.memory.offload == "none" ? "" : ", offload " + c.memory.offload);
 }
 
 const LeverRow& baseline_row(const LeverTable& table) {
@@ -86,7 +87,8 @@ std::string lever_report(const LeverTable& table, const BackendCapabilities& bac
   }
   for (size_t i = 0; i < notes.size(); ++i) out += fmt::format("\n[{}] {}", i + 1, notes[i]);
   if (!notes.empty()) out += "\n";
-  out += "\nparams: the FP32 masters (on the device under offload too: the forward reads them), the compute copy of the weights (16/8-bit recipes) and a LoRA run's frozen base.\n"
+  out += "\nparams: the FP32 masters (on the device under offload too: the forward reads them), the compute copy\n"
+         "of the weights (16/8-bit recipes) and a LoRA run's frozen base.\n"
          "other: communication buffers, the backend's own workspace and LoRA scratch; the columns sum to total,\n"
          "the ledger's total for that row's config (gpt-train plan --set ... shows its lines); every column before\n"
          "host is device memory. host: what optimizer offload keeps in host memory (FP32 masters, the gradients'\n"
