@@ -24,9 +24,10 @@
 #     underflow counts of embedding_backward differed from the CPU's at rounding ties, which
 #     -ffp-contract=off (below) should remove; until a sanitizer run has shown that, the quick run leaves
 #     the table to the plain build, and the full run (without --quick) keeps it.
-# -ffp-contract=off: clang contracts a*b+c into an FMA by default, g++ in ISO C++ mode does not; the CPU
-# reference and the emulated kernels must round the same way, or FP8 statistics at rounding ties differ
-# between the two (the op table's embedding_backward underflow counts did, under clang only).
+# -ffp-contract=off: clang contracts a*b+c into an FMA by default (so does g++ in every C++ mode with
+# -march=native: the ISO-mode exception is C's only); the CPU reference and the emulated kernels must round
+# the same way, or FP8 statistics at rounding ties differ between the two (the op table's embedding_backward
+# underflow counts did, under clang only).
 # Always left out: PrecisionBaseline.EveryRecipeMatchesTheFp32StorageEmulation, which compares losses and
 # weights bit for bit with values recorded from the g++ Release build; clang's code contracts and orders
 # floating point differently, so its bits differ by design (the test runs in the plain build).
