@@ -126,6 +126,9 @@ void Gpt2Tokenizer::load(const std::string& vocab_json, const std::string& vocab
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann counts bytes read (1-based); the offset is that of the last byte read.
     GPT_FAIL("{}: not valid JSON at byte offset {}: {}", vocab_name, e.byte > 0 ? e.byte - 1 : 0, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // What parses but cannot be held, e.g. a number beyond a double's range (out_of_range.406).
+    GPT_FAIL("{}: not valid JSON: {}", vocab_name, e.what());
   }
   GPT_CHECK(vocab.is_object() && !vocab.empty(), "{}: expected a JSON object mapping token strings to ids",
             vocab_name);

@@ -73,6 +73,9 @@ void check_hf_config(const fs::path& path, const ModelConfig& m) {
     j = nlohmann::json::parse(read_file_bytes(path.string()));
   } catch (const nlohmann::json::parse_error& e) {
     GPT_FAIL("{}: not valid JSON at byte offset {}: {}", path.string(), e.byte > 0 ? e.byte - 1 : 0, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // What parses but cannot be held, e.g. a number beyond a double's range (out_of_range.406).
+    GPT_FAIL("{}: not valid JSON: {}", path.string(), e.what());
   }
   GPT_CHECK(j.is_object(), "{}: expected a JSON object", path.string());
   std::vector<std::string> problems;

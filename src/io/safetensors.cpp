@@ -112,6 +112,9 @@ SafetensorsHeader parse_safetensors_header(std::string_view prefix, uint64_t fil
   } catch (const nlohmann::json::parse_error& e) {
     GPT_FAIL("{}: the header is not valid JSON near file byte offset {}: {}", file, 8 + (e.byte > 0 ? e.byte - 1 : 0),
              e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // What parses but cannot be held, e.g. a number beyond a double's range (out_of_range.406).
+    GPT_FAIL("{}: the header is not valid JSON: {}", file, e.what());
   }
   GPT_CHECK(j.is_object(), "{}: the header is not a JSON object", file);
   SafetensorsHeader h;
