@@ -2,10 +2,15 @@
 #pragma once
 
 #include "config/config.h"
+#include "config/config_loader.h"
 #include "data/shard.h"
 #include "test_util.h"
+#include "train/trainer.h"
+
+#include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace gpt::test {
@@ -40,6 +45,22 @@ inline Config synthetic_run(const TempDir& dir, const std::vector<uint16_t>& pat
   c.log.run_dir = dir.file("run");
   c.log.every = 1000;
   return c;
+}
+
+// The run `c` stopped after `stop_at` steps (its checkpoint in run_dir) and resumed there to c.train.steps:
+// the resumed trainer's final weights, for a resume test to compare with the uninterrupted run's.
+inline std::vector<float> weights_after_resume(const Config& c, int stop_at, const std::string& run_dir) {
+  Config first = c;
+  first.train.steps = stop_at;
+  first.log.run_dir = run_dir;
+  { Trainer(first, config_to_yaml(first)).run(); }
+  Config second = first;
+  second.train.steps = c.train.steps;
+  second.train.resume = true;
+  Trainer resumed(second, config_to_yaml(second));
+  EXPECT_EQ(resumed.step(), stop_at);
+  resumed.run();
+  return resumed.model().parameters_to_host();
 }
 
 }  // namespace gpt::test
