@@ -19,7 +19,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 deps_packages=(libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libgtest-dev
-               libopenblas-openmp-dev libopenblas0-openmp libopenblas-dev libgfortran5 libdnnl-dev libdnnl2 nlohmann-json3-dev libicu-dev
+               libopenblas-openmp-dev libopenblas0-openmp libopenblas-dev libgfortran5 libdnnl-dev libdnnl2 ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-headers opencl-c-headers opencl-clhpp-headers nlohmann-json3-dev libicu-dev
                libicu72 libboost-context-dev libboost-context1.74.0 libboost1.74-dev openmpi-bin libopenmpi-dev
                libopenmpi3 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0
                libibverbs1 librdmacm1 libpsm2-2 libnl-3-200 libnl-route-3-200 libmunge2)
