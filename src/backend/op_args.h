@@ -248,8 +248,8 @@ struct CastArgs {
   Tensor in;
   float scale = 1.0f;
   bool saturate = true;
-  Tensor amax;    // optional
-  Tensor counts;  // optional
+  Tensor amax{};    // optional
+  Tensor counts{};  // optional
 };
 
 // out[0] = max_i |in[i]| over an F32, F64, BF16, F16, E4M3 or E5M2 tensor: NaN when any element is NaN,
@@ -276,8 +276,8 @@ struct QuantizeRoundtripArgs {
   float scale = 1.0f;
   bool saturate = true;
   bool dequantize = true;
-  Tensor amax;    // optional
-  Tensor counts;  // optional
+  Tensor amax{};    // optional
+  Tensor counts{};  // optional
 };
 
 // Current scaling (Transformer Engine's Float8CurrentScaling) where the data is, with no copy to the host:
