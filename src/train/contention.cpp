@@ -68,7 +68,8 @@ std::optional<std::string> ContentionMonitor::after_step() {
   return fmt::format(
       "the cores are shared: over the last {:.1f} s this run's {} threads got {:.0f}% of their cores and were "
       "preempted {:.0f} times a second{}. Steps are slower and uneven while other processes run; fewer threads "
-      "(train.threads, or OMP_NUM_THREADS) than cores left free, or a quieter machine, give steadier steps",
+      "(train.threads, or OMP_NUM_THREADS) than cores left free, OMP_WAIT_POLICY=passive (idle threads sleep at "
+      "once instead of spinning), or a quieter machine, give steadier steps",
       window.wall_s, threads_, 100.0 * window.cpu_s / (window.wall_s * threads_),
       static_cast<double>(window.preemptions) / window.wall_s, load_average());
 }
