@@ -22,6 +22,16 @@ class ForwardingBackend : public Backend {
   void copy_to_device(void* dst, const void* src, size_t bytes) override { inner_.copy_to_device(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, size_t bytes) override { inner_.copy_to_host(dst, src, bytes); }
   void synchronize() override { inner_.synchronize(); }
+  void* allocate_pinned(size_t bytes) override { return inner_.allocate_pinned(bytes); }
+  void deallocate_pinned(void* ptr) override { inner_.deallocate_pinned(ptr); }
+  uint64_t transfer_to_host(void* dst, const void* src, size_t bytes) override {
+    return inner_.transfer_to_host(dst, src, bytes);
+  }
+  uint64_t transfer_to_device(void* dst, const void* src, size_t bytes) override {
+    return inner_.transfer_to_device(dst, src, bytes);
+  }
+  void wait_transfer(uint64_t ticket) override { inner_.wait_transfer(ticket); }
+  void order_after_transfers() override { inner_.order_after_transfers(); }
 #define GPT_FORWARD_OP(method, Args, op, category) \
   void method(const Args& args) override { inner_.method(args); }
   GPT_BACKEND_OPS(GPT_FORWARD_OP)

@@ -6,6 +6,7 @@
 #include "backend/op_args.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -76,6 +77,9 @@ struct BackendCapabilities {
   // (backend/matmul_staging.h: cuBLASLt multiplies FP8 only in the TN layout, and 16-bit x FP8 not at all):
   // the activation plan then holds a staging buffer for the model's largest product.
   bool stages_fp8_operands = false;
+  // Whether allocate_pinned gives page-locked host memory, which the device reads and writes by DMA while
+  // it computes (a GPU's cudaHostAlloc); memory.offload keeps the host state that crosses the bus there.
+  bool pinned_host_memory = false;
 };
 
 class Backend {
@@ -97,6 +101,26 @@ class Backend {
   virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void synchronize() = 0;
+
+  // Pinned host memory (capabilities().pinned_host_memory): nullptr where the backend has none to give or
+  // the allocation failed, and the caller uses ordinary memory instead.
+  virtual void* allocate_pinned(size_t) { return nullptr; }
+  virtual void deallocate_pinned(void*) {}
+  // Transfers on a copy stream of their own (memory.offload's pipeline). Each starts once every op queued
+  // before it has run and overlaps the ops queued after it, which must leave its memory alone; it returns
+  // a ticket. wait_transfer(t) blocks the host until transfer t and every transfer before it are done.
+  // Ops queued after order_after_transfers() run after every transfer queued before it, and the host does
+  // not wait. The defaults copy at once (on the CPU a transfer is a memcpy, done when it returns).
+  virtual uint64_t transfer_to_host(void* host_dst, const void* src, size_t bytes) {
+    copy_to_host(host_dst, src, bytes);
+    return 0;
+  }
+  virtual uint64_t transfer_to_device(void* dst, const void* host_src, size_t bytes) {
+    copy_to_device(dst, host_src, bytes);
+    return 0;
+  }
+  virtual void wait_transfer(uint64_t) {}
+  virtual void order_after_transfers() {}
 
   // Data parallelism: the communicator for this backend's buffers (NCCL for CUDA), started over `host`, the
   // job's communicator on host memory (MPI), which outlives it. nullptr: `host` itself serves this

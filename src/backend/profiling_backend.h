@@ -8,7 +8,8 @@
 // Besides wall time each op records the process's CPU time (all threads) spent while it ran: on a
 // machine shared with other work, wall time well above CPU time / threads means the op waited for a core.
 // Memory management (allocate/deallocate) is forwarded untimed: it happens outside the step. Host
-// transfers are timed under "other". Not thread-safe: one thread issues ops, as the model does.
+// transfers are timed under "other"; the copy stream's transfers
+// (memory.offload's pipeline) are forwarded untimed. Not thread-safe: one thread issues ops, as the model does.
 #pragma once
 
 #include "backend/backend.h"
@@ -87,6 +88,18 @@ class ProfilingBackend final : public Backend {
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void synchronize() override { inner_.synchronize(); }
+  // Forwarded untimed: a transfer overlaps the ops around it, and bracketing it with synchronize() would
+  // serialise what it exists to overlap.
+  void* allocate_pinned(size_t bytes) override { return inner_.allocate_pinned(bytes); }
+  void deallocate_pinned(void* ptr) override { inner_.deallocate_pinned(ptr); }
+  uint64_t transfer_to_host(void* host_dst, const void* src, size_t bytes) override {
+    return inner_.transfer_to_host(host_dst, src, bytes);
+  }
+  uint64_t transfer_to_device(void* dst, const void* host_src, size_t bytes) override {
+    return inner_.transfer_to_device(dst, host_src, bytes);
+  }
+  void wait_transfer(uint64_t ticket) override { inner_.wait_transfer(ticket); }
+  void order_after_transfers() override { inner_.order_after_transfers(); }
   std::unique_ptr<Communicator> make_communicator(Communicator& host) override { return inner_.make_communicator(host); }
 
   GPT_BACKEND_OPS(GPT_OVERRIDE_BACKEND_OP)
