@@ -49,6 +49,8 @@ CudaBackend::CudaBackend(int device_index, bool allow_tf32, AttentionKind attent
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
   info_ = {device_index, prop.name, prop.totalGlobalMem, prop.major * 10 + prop.minor, prop.multiProcessorCount};
   CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming));
   gemm_ = std::make_unique<Gemm>(info_.compute_capability);
   gemm_->set_allow_tf32(allow_tf32);
   ctx_.gemm = gemm_.get();
@@ -66,6 +68,11 @@ CudaBackend::CudaBackend(int device_index, bool allow_tf32, AttentionKind attent
 CudaBackend::~CudaBackend() {
   // Destructors must not throw: a failure here (a device already in an error state) is ignored.
   cudaStreamSynchronize(ctx_.stream);
+  cudaStreamSynchronize(copy_stream_);
+  for (const Transfer& t : in_flight_) cudaEventDestroy(t.landed);
+  for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
+  cudaEventDestroy(compute_mark_);
+  cudaStreamDestroy(copy_stream_);
   gemm_.reset();
   cudaFree(ctx_.scratch);
   cudaStreamDestroy(ctx_.stream);
@@ -79,6 +86,7 @@ BackendCapabilities CudaBackend::capabilities() const {
   caps.reserved_device_bytes = reserved_bytes();
   // cuBLASLt's FP8 products: TN only, and no 16-bit x FP8 (cuda/gemm/matmul.cpp).
   caps.stages_fp8_operands = true;
+  caps.pinned_host_memory = true;
   return caps;
 }
 
@@ -111,6 +119,58 @@ void CudaBackend::deallocate(void* ptr) {
     sizes_.erase(it);
   }
   CUDA_CHECK(cudaFree(ptr));
+}
+
+void* CudaBackend::allocate_pinned(size_t bytes) {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: the caller falls back to ordinary memory and says so
+    return nullptr;
+  }
+  return p;
+}
+
+void CudaBackend::deallocate_pinned(void* ptr) {
+  if (ptr) CUDA_CHECK(cudaFreeHost(ptr));
+}
+
+uint64_t CudaBackend::queue_transfer(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  // Re-recording compute_mark_ is safe: a stream's wait takes the event as it is when the wait is queued.
+  CUDA_CHECK(cudaEventRecord(compute_mark_, ctx_.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, compute_mark_, 0));
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, copy_stream_));
+  cudaEvent_t landed = nullptr;
+  if (spare_events_.empty()) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&landed, cudaEventDisableTiming));
+  } else {
+    landed = spare_events_.back();
+    spare_events_.pop_back();
+  }
+  CUDA_CHECK(cudaEventRecord(landed, copy_stream_));
+  in_flight_.push_back({++transfers_, landed});
+  return transfers_;
+}
+
+uint64_t CudaBackend::transfer_to_host(void* host_dst, const void* src, size_t bytes) {
+  return queue_transfer(host_dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
+uint64_t CudaBackend::transfer_to_device(void* dst, const void* host_src, size_t bytes) {
+  return queue_transfer(dst, host_src, bytes, cudaMemcpyHostToDevice);
+}
+
+void CudaBackend::wait_transfer(uint64_t ticket) {
+  GPT_CHECK(ticket <= transfers_, "wait_transfer: ticket {} was never issued (the last is {})", ticket, transfers_);
+  // The copy stream runs in order, so transfer `ticket` landing means every earlier one has too.
+  while (!in_flight_.empty() && in_flight_.front().ticket <= ticket) {
+    if (in_flight_.front().ticket == ticket) CUDA_CHECK(cudaEventSynchronize(in_flight_.front().landed));
+    spare_events_.push_back(in_flight_.front().landed);
+    in_flight_.pop_front();
+  }
+}
+
+void CudaBackend::order_after_transfers() {
+  if (!in_flight_.empty()) CUDA_CHECK(cudaStreamWaitEvent(ctx_.stream, in_flight_.back().landed, 0));
 }
 
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {

@@ -2,16 +2,22 @@
 // (one cudaMalloc each, sized by the plan) plus what this object reserves once at construction (the
 // cuBLASLt workspace and a scratch buffer, reported by capabilities() so the plan counts them). Every op
 // is a kernel of cuda/kernels or a cuBLASLt product (cuda/gemm), queued on the backend's stream; host
-// transfers synchronise with it. GPT_CUDA_SYNC=1 synchronises after every op, so an asynchronous error
+// transfers synchronise with it, except the copy stream's (transfer_to_host/_to_device, memory.offload):
+// each waits on the device for the compute stream's work queued before it, through an event, and lands
+// while later ops run; an event recorded after it is what wait_transfer and order_after_transfers wait on.
+// Pinned host memory is cudaHostAlloc's. GPT_CUDA_SYNC=1 synchronises after every op, so an asynchronous error
 // is reported by the op that caused it instead of by a later call.
 #pragma once
 
 #include "backend/backend.h"
 #include "common/device_context.h"
 
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace gpt::cuda {
 
@@ -45,6 +51,12 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   // NCCL over this backend's stream and device, bootstrapped over `host` (cuda/comm/).
   std::unique_ptr<Communicator> make_communicator(Communicator& host) override;
+  void* allocate_pinned(size_t bytes) override;
+  void deallocate_pinned(void* ptr) override;
+  uint64_t transfer_to_host(void* host_dst, const void* src, size_t bytes) override;
+  uint64_t transfer_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void wait_transfer(uint64_t ticket) override;
+  void order_after_transfers() override;
 
   GPT_BACKEND_OPS(GPT_OVERRIDE_BACKEND_OP)
 
@@ -58,6 +70,7 @@ class CudaBackend final : public Backend {
   // Throws, naming the first bad token id or target the kernels recorded since the last check
   // (seen_errors_, read at the last synchronisation), and clears the record.
   void report_input_errors();
+  uint64_t queue_transfer(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 
   DeviceInfo info_;
   DeviceContext ctx_;
@@ -67,6 +80,17 @@ class CudaBackend final : public Backend {
   InputErrors seen_errors_;
   size_t allocated_bytes_ = 0;
   std::unordered_map<void*, size_t> sizes_;  // allocate()'s blocks and their sizes
+  // The copy stream: compute_mark_ marks the compute stream's work before a transfer; in_flight_ holds
+  // the transfers not yet waited for, each with the event recorded after it, in ticket order.
+  struct Transfer {
+    uint64_t ticket;
+    cudaEvent_t landed;
+  };
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t compute_mark_ = nullptr;
+  std::deque<Transfer> in_flight_;
+  std::vector<cudaEvent_t> spare_events_;
+  uint64_t transfers_ = 0;
 };
 
 // The device a process uses: its local rank modulo the visible devices, so ranks on one node take one

@@ -36,4 +36,12 @@ uint64_t schedule_seed();
 // Host threads that run a grid's blocks (default: the machine's hardware threads).
 void set_host_threads(unsigned threads);
 
+// Whether [p, p + bytes) lies inside one pinned host allocation (cudaMallocHost, cudaHostAlloc): what a
+// test asks of memory a backend says it pinned.
+bool is_pinned_host_memory(const void* p, size_t bytes);
+
+// Fails the next `count` pinned host allocations with cudaErrorMemoryAllocation, as a host whose
+// page-locked limit is reached does (0 stops), so that a test sees the caller's fallback.
+void fail_pinned_allocations(int count);
+
 }  // namespace gpt::cuda::emu

@@ -26,6 +26,7 @@ struct Allocation {
 std::mutex g_mutex;
 std::map<uintptr_t, Allocation> g_allocations;
 size_t g_device_bytes = 0;
+int g_pinned_failures = 0;  // fail_pinned_allocations' count still to come
 
 const char* kind_name(MemoryKind k) {
   switch (k) {
@@ -67,6 +68,14 @@ cudaError_t allocate(void** ptr, size_t bytes, MemoryKind kind, const char* call
   if (ptr == nullptr) return fail(cudaErrorInvalidValue, fmt::format("{}: the result pointer is null", call));
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
+  if (kind == MemoryKind::kPinned) {
+    std::lock_guard lock(g_mutex);
+    if (g_pinned_failures > 0) {
+      --g_pinned_failures;
+      return fail(cudaErrorMemoryAllocation,
+                  fmt::format("{}: {} bytes of page-locked memory refused (emulator: fail_pinned_allocations)", call, bytes));
+    }
+  }
   if (kind == MemoryKind::kDevice) {
     const size_t total = current_config().global_memory_bytes;
     std::lock_guard lock(g_mutex);
@@ -188,6 +197,22 @@ size_t device_bytes_in_use() {
 }  // namespace gpt::cuda::emu::detail
 
 using namespace gpt::cuda::emu::detail;
+
+namespace gpt::cuda::emu {
+
+bool is_pinned_host_memory(const void* p, size_t bytes) {
+  std::lock_guard lock(g_mutex);
+  const auto it = find_allocation(p);
+  return it != g_allocations.end() && it->second.kind == MemoryKind::kPinned &&
+         bytes <= it->second.bytes - (reinterpret_cast<uintptr_t>(p) - it->first);
+}
+
+void fail_pinned_allocations(int count) {
+  std::lock_guard lock(g_mutex);
+  g_pinned_failures = count;
+}
+
+}  // namespace gpt::cuda::emu
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) { return allocate(ptr, bytes, MemoryKind::kDevice, "cudaMalloc"); }
 
