@@ -70,10 +70,41 @@ AdamW::AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& 
     decays_.push_back(std::find(nd.begin(), nd.end(), kind_name(spec.kind)) == nd.end());
   }
   if (host_ != nullptr) {
-    host_masters_ = std::make_unique<Arena>(moments_layout("offload_masters", layout, ranges_), *host_);
-    host_grads_ = std::make_unique<Arena>(moments_layout("offload_gradients", layout, ranges_, grad_dtype), *host_);
-    staged_blocks_.assign(ranges_.size(), 0);
+    host_masters_ = std::make_unique<HostArena>(moments_layout("offload_masters", layout, ranges_), backend_, *host_);
+    host_grads_ =
+        std::make_unique<HostArena>(moments_layout("offload_gradients", layout, ranges_, grad_dtype), backend_, *host_);
+    plan_units();
   }
+}
+
+void AdamW::plan_units() {
+  if (!owns_all_) {
+    units_.resize(ranges_.size());
+    for (size_t i = 0; i < ranges_.size(); ++i) units_[i].pieces.push_back({i, 0, ranges_[i].count});
+    return;
+  }
+  for (size_t i = 0; i < ranges_.size(); ++i)
+    if (!outside_blocks(layout_.specs()[ranges_[i].tensor].name))
+      blocks_ = static_cast<int>(layout_.arena_layout().buffer(ranges_[i].tensor).shape[0]);
+  units_.resize(static_cast<size_t>(blocks_) + 1);
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    const int64_t n = ranges_[i].count;
+    if (outside_blocks(layout_.specs()[ranges_[i].tensor].name)) {
+      units_.back().pieces.push_back({i, 0, n});
+      continue;
+    }
+    const ArenaBuffer& b = layout_.arena_layout().buffer(ranges_[i].tensor);
+    GPT_CHECK(b.shape[0] == blocks_, "offloaded AdamW: parameter '{}' has {} slices, the model {} blocks", b.name,
+              b.shape[0], blocks_);
+    const int64_t per_block = n / blocks_;
+    for (int l = 0; l < blocks_; ++l) units_[unit_of_block(l)].pieces.push_back({i, l * per_block, per_block});
+  }
+}
+
+// Backward finishes block L-1 first and the embeddings last: the units run in that order.
+size_t AdamW::unit_of_block(int block) const {
+  GPT_CHECK(block >= -1 && block < blocks_, "AdamW::stage_gradients: block {} outside [-1, {})", block, blocks_);
+  return block < 0 ? static_cast<size_t>(blocks_) : static_cast<size_t>(blocks_ - 1 - block);
 }
 
 Tensor AdamW::range_view(Arena& arena, size_t i) {
@@ -82,13 +113,13 @@ Tensor AdamW::range_view(Arena& arena, size_t i) {
   return owns_all_ ? t : t.elements(r.offset, r.count);
 }
 
-void AdamW::update(size_t i, const Tensor& params, const Tensor& grads, double lr, double grad_scale) {
-  if (ranges_[i].count == 0) return;
+void AdamW::update(size_t i, int64_t offset, const Tensor& params, const Tensor& grads, double lr, double grad_scale) {
+  if (params.numel() == 0) return;
   AdamWArgs a;
   a.params = params;
   a.grads = grads;
-  a.m = m_.tensor(i);
-  a.v = v_.tensor(i);
+  a.m = m_.tensor(i).elements(offset, params.numel());
+  a.v = v_.tensor(i).elements(offset, params.numel());
   a.lr = static_cast<float>(lr);
   a.beta1 = static_cast<float>(config_.beta1);
   a.beta2 = static_cast<float>(config_.beta2);
@@ -99,50 +130,42 @@ void AdamW::update(size_t i, const Tensor& params, const Tensor& grads, double l
   state_backend().adamw_update(a);
 }
 
+template <class Grads>
+uint64_t AdamW::queue_gradients(size_t u, const Grads& range_grads) {
+  uint64_t ticket = 0;
+  for (const Piece& p : units_[u].pieces) {
+    const Tensor device = range_grads(p.range), host = host_grads_->tensor(p.range);
+    GPT_CHECK(device.dtype == host.dtype && device.numel() == host.numel(),
+              "offloaded AdamW: range {} has {} {} gradients, its host copy holds {} {}", p.range, device.numel(),
+              dtype_name(device.dtype), host.numel(), dtype_name(host.dtype));
+    const Tensor from = device.elements(p.offset, p.count);
+    if (p.count > 0) ticket = backend_.transfer_to_host(host.elements(p.offset, p.count).data, from.data, from.bytes());
+  }
+  return ticket;
+}
+
 void AdamW::stage_gradients(int block, Arena& grads) {
   if (host_ == nullptr) return;
   GPT_CHECK(owns_all_, "AdamW::stage_gradients: this optimizer owns a shard; its gradients are final only after "
             "the reduce-scatter, which the update copies");
-  for (size_t i = 0; i < ranges_.size(); ++i) {
-    const ArenaBuffer& b = layout_.arena_layout().buffer(ranges_[i].tensor);
-    Tensor device = grads.tensor(ranges_[i].tensor), host = host_grads_->tensor(i);
-    if (outside_blocks(layout_.specs()[ranges_[i].tensor].name)) {
-      if (block != -1) continue;
-    } else {
-      if (block < 0) continue;
-      const int64_t per_block = device.numel() / b.shape[0];
-      device = device.elements(block * per_block, per_block);
-      host = host.elements(block * per_block, per_block);
-    }
-    backend_.copy_to_host(host.data, device.data, device.bytes());
-    ++staged_blocks_[i];
-  }
+  Unit& unit = units_[unit_of_block(block)];
+  GPT_CHECK(!unit.staged, "AdamW::stage_gradients: block {}'s gradients were staged twice in one step", block);
+  unit.landed = queue_gradients(unit_of_block(block), [&](size_t i) { return range_view(grads, i); });
+  unit.staged = true;
 }
 
-void AdamW::forget_staged_gradients() { std::fill(staged_blocks_.begin(), staged_blocks_.end(), 0); }
-
-void AdamW::host_update(size_t i, const Tensor& params, const Tensor& grads, double lr, double grad_scale) {
-  if (ranges_[i].count == 0) return;
-  Tensor masters = host_masters_->tensor(i), host_grads = host_grads_->tensor(i);
-  GPT_CHECK(grads.dtype == host_grads.dtype && grads.numel() == host_grads.numel(),
-            "offloaded AdamW: range {} has {} {} gradients, its host copy holds {} {}", i, grads.numel(),
-            dtype_name(grads.dtype), host_grads.numel(), dtype_name(host_grads.dtype));
-  // A range is copied whole unless every slice of it was staged during backward.
-  const ArenaBuffer& b = layout_.arena_layout().buffer(ranges_[i].tensor);
-  const int slices = owns_all_ && !outside_blocks(layout_.specs()[ranges_[i].tensor].name) ? static_cast<int>(b.shape[0]) : 1;
-  if (!owns_all_ || staged_blocks_[i] < slices) backend_.copy_to_host(host_grads.data, grads.data, grads.bytes());
-  update(i, masters, host_grads, lr, grad_scale);
-  backend_.copy_to_device(params.data, masters.data, masters.bytes());
+void AdamW::forget_staged_gradients() {
+  for (Unit& unit : units_) {
+    // A copy still in flight would land in the host buffer the next step's copies write.
+    if (unit.staged) backend_.wait_transfer(unit.landed);
+    unit.staged = false;
+  }
 }
 
 template <class Grads>
-void AdamW::update_all(Arena& params, const Grads& grads_of, double lr, double grad_scale) {
-  ++step_count_;
-  if (host_ == nullptr) {
-    for (size_t i = 0; i < ranges_.size(); ++i) update(i, range_view(params, i), grads_of(i), lr, grad_scale);
-    return;
-  }
-  const auto start = std::chrono::steady_clock::now();
+void AdamW::host_update_all(Arena& params, const Grads& grads_of, double lr, double grad_scale) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
   if (!masters_loaded_) {
     for (size_t i = 0; i < ranges_.size(); ++i) {
       const Tensor device = range_view(params, i);
@@ -150,9 +173,40 @@ void AdamW::update_all(Arena& params, const Grads& grads_of, double lr, double g
     }
     masters_loaded_ = true;
   }
-  for (size_t i = 0; i < ranges_.size(); ++i) host_update(i, range_view(params, i), grads_of(i), lr, grad_scale);
-  forget_staged_gradients();
-  last_host_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  // What backward's hook did not stage is queued now, every unit before the first AdamW, so that each
+  // lands while the units before it update.
+  for (size_t u = 0; u < units_.size(); ++u)
+    if (!units_[u].staged) units_[u].landed = queue_gradients(u, grads_of);
+  double adamw_seconds = 0.0;
+  for (Unit& unit : units_) {
+    backend_.wait_transfer(unit.landed);
+    const auto adamw_start = Clock::now();
+    for (const Piece& p : unit.pieces)
+      update(p.range, p.offset, host_masters_->tensor(p.range).elements(p.offset, p.count),
+             host_grads_->tensor(p.range).elements(p.offset, p.count), lr, grad_scale);
+    adamw_seconds += std::chrono::duration<double>(Clock::now() - adamw_start).count();
+    for (const Piece& p : unit.pieces) {
+      if (p.count == 0) continue;
+      const Tensor device = range_view(params, p.range).elements(p.offset, p.count);
+      backend_.transfer_to_device(device.data, host_masters_->tensor(p.range).elements(p.offset, p.count).data,
+                                  device.bytes());
+    }
+    unit.staged = false;
+  }
+  // The next forward, and the data-parallel gather of a shard, read the weights just sent.
+  backend_.order_after_transfers();
+  last_adamw_ms_ = 1e3 * adamw_seconds;
+  last_host_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+template <class Grads>
+void AdamW::update_all(Arena& params, const Grads& grads_of, double lr, double grad_scale) {
+  ++step_count_;
+  if (host_ == nullptr) {
+    for (size_t i = 0; i < ranges_.size(); ++i) update(i, 0, range_view(params, i), grads_of(i), lr, grad_scale);
+    return;
+  }
+  host_update_all(params, grads_of, lr, grad_scale);
 }
 
 void AdamW::step(Arena& params, Arena& grads, double lr, double grad_scale) {

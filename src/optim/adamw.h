@@ -5,18 +5,35 @@
 //
 // Offload (memory.offload: optimizer). Given a host backend, the FP32 masters of the owned ranges, a host
 // copy of their gradients and the moments live in that backend's memory, and the update runs there (the CPU
-// backend's AdamW, threaded): per range, the gradients come over to the host (unless stage_gradients already
-// brought them during backward), AdamW updates the host masters, and the result is written back into the
-// device's weights, which the next forward reads (or casts its compute copy from). The arithmetic is the
-// host backend's AdamW on the same values, so on the CPU backend an offloaded run is the same run bit for
-// bit. The masters are taken from the device's weights at the first update after construction or after
-// state_from_host (a resume), since initialisation, loading and the data-parallel broadcast write those.
+// backend's AdamW, threaded). The masters and the gradients' copy, which cross the bus, are in the device
+// backend's pinned memory where it has some (host_arena.h). The update goes unit by unit in the order the
+// gradients become final: owning every tensor whole, one unit per block from L-1 down to 0 (that block's
+// slice of each per-block tensor), then the embeddings with the final LayerNorm; over a shard (ZeRO-1),
+// one unit per range. A unit's gradients come over on the device's copy stream (queued by stage_gradients
+// as backward finishes the block, or, for a unit not staged, all at the start of the update), AdamW
+// updates its host masters once they have landed, and its weights go back to the device on the copy stream
+// while the next unit updates; ops queued after the update (the next forward) wait for the last of them on
+// the device. What overlaps with what:
+//   - a block's gradient copy with the backward of the blocks below it, the norm and the earlier units'
+//     AdamW (its source is final and nothing writes it before the next step's zero_grads);
+//   - a unit's weight copy back with the AdamW of the units after it;
+//   - not AdamW with backward: the update needs the clip scale and the non-finite verdict, which need the
+//     norm over every gradient (see step_runner.h), so the first unit starts once backward and the norm
+//     are done. (An update that started earlier would have to be undone for a skipped step, or would
+//     change the clip scale's bits; ZeRO-Offload's remedy, a one-step-delayed update, changes the run.)
+// On a backend whose device memory is the host's (the CPU), the transfers are plain copies done at once,
+// so the same code path runs in the same order. The arithmetic is the host backend's AdamW on the same
+// values, elementwise, so cutting a tensor into units changes no bit: on the CPU backend an offloaded run
+// is the same run bit for bit. The masters are taken from the device's weights at the first update after
+// construction or after state_from_host (a resume), since initialisation, loading and the data-parallel
+// broadcast write those.
 #pragma once
 
 #include "backend/backend.h"
 #include "config/config.h"
 #include "core/arena.h"
 #include "layout/parameter_layout.h"
+#include "optim/host_arena.h"
 
 #include <memory>
 #include <span>
@@ -56,18 +73,32 @@ class AdamW {
   int64_t num_elements() const { return num_elements_; }
   size_t state_bytes() const { return m_.layout().total_bytes() + v_.layout().total_bytes(); }
 
-  // Offload: whether the state lives on a host backend; the bytes of its host masters and gradient copy.
+  // Offload: whether the state lives on a host backend; the bytes of its host masters and gradient copy;
+  // whether those are in the device backend's pinned memory.
   bool offloaded() const { return host_ != nullptr; }
+  bool host_memory_pinned() const { return host_masters_ && host_masters_->pinned(); }
   size_t host_master_bytes() const { return host_masters_ ? host_masters_->layout().total_bytes() : 0; }
   size_t host_gradient_bytes() const { return host_grads_ ? host_grads_->layout().total_bytes() : 0; }
-  // Offload, one rank owning every tensor whole: copies block `block`'s gradients ([0, L), or -1 for the
-  // embeddings and final LayerNorm) to the host as soon as backward has made them final (GPT::backward's
-  // hook in the last micro-batch), so that the update need not wait for them. Without offload, nothing.
+  // Offload, one rank owning every tensor whole: queues the copy of block `block`'s gradients ([0, L), or
+  // -1 for the embeddings and final LayerNorm) to the host as soon as backward has made them final
+  // (GPT::backward's hook in the last micro-batch), so that they land during the rest of backward. Without
+  // offload, nothing.
   void stage_gradients(int block, Arena& grads);
-  // Forgets what stage_gradients brought over (a step that is not applied leaves it stale).
+  // Forgets what stage_gradients brought over (a step that is not applied leaves it stale), once it landed.
   void forget_staged_gradients();
-  // Offload: milliseconds the last update spent on the host side (gradient copies, AdamW, the write-back).
+  // Offload: milliseconds the last update spent on the host (waiting for gradients, AdamW, queueing the
+  // weights' copies back), from its start, when the device has finished the norm, until the next forward
+  // may be queued: the device has no compute queued meanwhile. And the part of it AdamW itself took.
   double last_host_ms() const { return last_host_ms_; }
+  double last_adamw_ms() const { return last_adamw_ms_; }
+  // Offload: the update's units in the order it runs them; unit u's pieces are (range, offset, count),
+  // elements [offset, offset + count) of range `range`.
+  struct Piece {
+    size_t range = 0;
+    int64_t offset = 0, count = 0;
+  };
+  int num_units() const { return static_cast<int>(units_.size()); }
+  const std::vector<Piece>& unit_pieces(int u) const { return units_.at(static_cast<size_t>(u)).pieces; }
 
   // Moments as flat host vectors in range order (m then v; for the whole model, layout order), for
   // checkpoints.
@@ -77,14 +108,22 @@ class AdamW {
  private:
   AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& backend, std::vector<ParamRange> ranges,
         Backend* host, DType grad_dtype);
-  void update(size_t i, const Tensor& params, const Tensor& grads, double lr, double grad_scale);
+  // AdamW over elements [offset, offset + params.numel()) of range i, whose weights and gradients these are.
+  void update(size_t i, int64_t offset, const Tensor& params, const Tensor& grads, double lr, double grad_scale);
   // Range i's elements in the parameter (or gradient) arena.
   Tensor range_view(Arena& arena, size_t i);
   // The update of every range, given range i's device gradients.
   template <class Grads>
   void update_all(Arena& params, const Grads& grads_of, double lr, double grad_scale);
-  // The offloaded update of range i, whose device weights and gradients are these views.
-  void host_update(size_t i, const Tensor& params, const Tensor& grads, double lr, double grad_scale);
+  // The offloaded update, given range i's device gradients.
+  template <class Grads>
+  void host_update_all(Arena& params, const Grads& grads_of, double lr, double grad_scale);
+  // Offload: the units (one per block and one for the rest, or one per range), and the unit of a block.
+  void plan_units();
+  size_t unit_of_block(int block) const;
+  // Queues the copy of unit u's gradients from the device views range_grads(i) and returns its ticket.
+  template <class Grads>
+  uint64_t queue_gradients(size_t u, const Grads& range_grads);
   Backend& state_backend() { return host_ != nullptr ? *host_ : backend_; }
 
   OptimConfig config_;
@@ -97,12 +136,18 @@ class AdamW {
   Arena m_, v_;  // buffer i holds range i's moments
   std::vector<bool> decays_;
   int64_t step_count_ = 0;
-  // Offload: buffer i of each holds range i's masters and its gradients' host copy; staged_blocks_[i] counts
-  // the slices of range i stage_gradients has copied this step (a tensor outside the blocks has one).
-  std::unique_ptr<Arena> host_masters_, host_grads_;
-  std::vector<int> staged_blocks_;
+  // Offload: buffer i of each holds range i's masters and its gradients' host copy. A unit's gradients are
+  // `staged` once stage_gradients queued their copy this step, whose ticket is `landed`.
+  struct Unit {
+    std::vector<Piece> pieces;
+    uint64_t landed = 0;
+    bool staged = false;
+  };
+  std::unique_ptr<HostArena> host_masters_, host_grads_;
+  std::vector<Unit> units_;
+  int blocks_ = 0;  // L, when owning every tensor whole
   bool masters_loaded_ = false;
-  double last_host_ms_ = 0.0;
+  double last_host_ms_ = 0.0, last_adamw_ms_ = 0.0;
 };
 
 }  // namespace gpt
