@@ -145,11 +145,11 @@ for recipe in bf16 fp8; do
 done
 
 # Optimizer offload (memory.offload: optimizer): the same bf16 step with AdamW on the GPU and on the host, and the
-# share of the offloaded step the GPU waits for the host (gradient copies, the host AdamW, the weights' write-back:
-# the bench's ms_host_optimizer over its ms_per_step).
+# share of the offloaded step the GPU waits for the host (from the norm until the last unit's weights are queued
+# back: the bench's ms_host_optimizer over its ms_per_step), and the host AdamW's part of it (ms_host_adamw).
 offload_rows=()
 offload_row() {  # name size(124m|774m) batch
-  local name=$1 size=$2 b=$3 shape=() ms=() share="n/a"
+  local name=$1 size=$2 b=$3 shape=() ms=() share="n/a" adamw="n/a"
   [ "$size" = 774m ] && shape=(--set model.n_layer=36 --set model.n_head=20 --set model.n_embd=1280)
   for offload in none optimizer; do
     local json="$out/bench_offload_${size}_${offload}.json"
@@ -158,12 +158,13 @@ offload_row() {  # name size(124m|774m) batch
          --set memory.offload="$offload" >"$out/bench_offload_${size}_${offload}.log" 2>&1; then
       ms+=("$(field "$json" ms_per_step)")
       [ "$offload" = optimizer ] &&
-        share=$(awk -v h="$(field "$json" ms_host_optimizer)" -v s="$(field "$json" ms_per_step)" 'BEGIN { printf "%.0f%%", 100 * h / s }')
+        share=$(awk -v h="$(field "$json" ms_host_optimizer)" -v s="$(field "$json" ms_per_step)" 'BEGIN { printf "%.0f%%", 100 * h / s }') &&
+        adamw=$(field "$json" ms_host_adamw)
     else
       ms+=("failed")
     fi
   done
-  offload_rows+=("$(printf '%-20s %4s %14s %14s %12s' "$name" "$b" "${ms[0]}" "${ms[1]}" "$share")")
+  offload_rows+=("$(printf '%-20s %4s %14s %14s %12s %14s' "$name" "$b" "${ms[0]}" "${ms[1]}" "$share" "$adamw")")
 }
 offload_row "124M bf16" 124m 8
 offload_row "774M bf16" 774m 4
@@ -171,7 +172,7 @@ offload_row "774M bf16" 774m 4
 {
   echo
   echo "gpu_check offload: ms/step with AdamW on the GPU and offloaded to the host; T=1024"
-  printf '%-20s %4s %14s %14s %12s\n' "row" "B" "on GPU ms" "offloaded ms" "GPU waits"
+  printf '%-20s %4s %14s %14s %12s %14s\n' "row" "B" "on GPU ms" "offloaded ms" "GPU waits" "host AdamW ms"
   printf '%s\n' "${offload_rows[@]}"
 } | tee -a "$out/summary.txt"
 

@@ -66,8 +66,9 @@ StepResult StepRunner::run(int64_t step, std::span<const int32_t> inputs, std::s
                    dloss);
     loss_sum += model_.loss_sum();
     // Gradients are reduced once per step: bucket by bucket during the last micro-batch's backward. On one
-    // rank an offloaded optimizer takes each block's gradients to the host there instead; over several ranks
-    // they are final only once reduced, and the update copies them.
+    // rank an offloaded optimizer queues each block's gradient copy to the host there instead, on the copy
+    // stream, so it lands during the rest of backward; over several ranks they are final only once reduced,
+    // and the update queues their copies.
     const bool last = k + 1 == t.grad_accum_steps;
     if (last && config_.dist.overlap && dp_.world_size() > 1)
       model_.backward(ctx, reduce_hook_);
@@ -113,7 +114,10 @@ StepResult StepRunner::run(int64_t step, std::span<const int32_t> inputs, std::s
     r.applied = false;
   } else {
     dp_.optimizer_step(optimizer_, r.lr, grad_scale);
-    if (optimizer_.offloaded()) r.host_optimizer_ms = optimizer_.last_host_ms();
+    if (optimizer_.offloaded()) {
+      r.host_optimizer_ms = optimizer_.last_host_ms();
+      r.host_adamw_ms = optimizer_.last_adamw_ms();
+    }
   }
   model_.backend().synchronize();
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

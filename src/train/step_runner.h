@@ -27,9 +27,11 @@ struct StepResult {
   double lr = 0.0;
   int64_t target_tokens = 0;  // tokens whose target counted
   double ms = 0.0;
-  // memory.offload: optimizer: the part of ms the update spent on the host (gradient copies, AdamW, the
-  // weights' write-back), during which the device waits; 0 otherwise.
+  // memory.offload: optimizer: the part of ms the update spent on the host (waiting for the gradients'
+  // copies, AdamW, queueing the weights' copies back), during which the device has no compute queued, and
+  // the part of that AdamW itself took; 0 otherwise.
   double host_optimizer_ms = 0.0;
+  double host_adamw_ms = 0.0;
   // Set when the loss or gradient norm was NaN/Inf: what went non-finite first (see nonfinite.h). With
   // train.on_nonfinite: skip the step counts but applied is false; with stop the step does not count either.
   std::string nonfinite;
