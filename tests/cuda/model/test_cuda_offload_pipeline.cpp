@@ -1,0 +1,95 @@
+// Optimizer offload's pipeline on the CUDA backend (on the emulator in CI, whose streams are worker threads
+// of their own, so the copy stream really runs beside the compute stream there):
+//   - the transfers' order: a copy to the host reads what the compute stream wrote before it was queued; an
+//     op queued after order_after_transfers reads what a copy to the device wrote; a ticket never issued is
+//     an error;
+//   - the backend pins host memory, and an offloaded run's masters and gradients' copy are in it;
+//   - a pipelined offloaded run (accumulation, clipping, dropout) reproduces itself bit for bit, so no copy
+//     races a kernel. Against the run with AdamW on the device it is within the tolerance of
+//     test_cuda_offload.cpp (the two AdamWs' contractions); pinning refused, it is the pinned run bit for
+//     bit (tests/cuda/emu/test_offload_pinned_memory.cpp, which can ask the emulator about memory).
+#include "backend/cuda_entry.h"
+#include "config/config_loader.h"
+#include "test_util.h"
+#include "train/synthetic_run.h"
+#include "train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace gpt::test {
+namespace {
+
+#define SKIP_WITHOUT_CUDA()     \
+  if (cuda::device_count() == 0) \
+  GTEST_SKIP() << "no CUDA device (" << cuda::describe() << "); gpt_cuda_emu_tests runs these on the emulator"
+
+const std::vector<uint16_t> kPattern = {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10};
+
+TEST(CudaOffloadPipeline, TransfersFollowTheComputeStreamAndOrderTheOpsAfterThem) {
+  SKIP_WITHOUT_CUDA();
+  std::unique_ptr<Backend> backend = cuda::make_backend();
+  ASSERT_TRUE(backend->capabilities().pinned_host_memory);
+  constexpr int64_t n = 1 << 16;
+  void* device = backend->allocate(n * 4);
+  void* other = backend->allocate(n * 4);
+  auto* host = static_cast<float*>(backend->allocate_pinned(n * 4));
+  ASSERT_NE(host, nullptr);
+  const Tensor a(device, {n}, DType::F32, Device::CUDA), b(other, {n}, DType::F32, Device::CUDA);
+  for (int round = 0; round < 3; ++round) {
+    const float written = 3.0f + static_cast<float>(round);
+    backend->fill({a, written});
+    const uint64_t landed = backend->transfer_to_host(host, device, n * 4);
+    EXPECT_GT(landed, 0u);
+    backend->wait_transfer(landed);
+    EXPECT_EQ(std::vector<float>(host, host + n), std::vector<float>(n, written)) << "round " << round;
+    for (int64_t i = 0; i < n; ++i) host[i] = -written;
+    backend->transfer_to_device(device, host, n * 4);
+    backend->order_after_transfers();
+    backend->copy({b, a});
+    std::vector<float> seen(n);
+    backend->copy_to_host(seen.data(), other, n * 4);
+    EXPECT_EQ(seen, std::vector<float>(n, -written)) << "round " << round;
+  }
+  const std::string never = error_message([&] { backend->wait_transfer(1000); });
+  EXPECT_NE(never.find("ticket 1000 was never issued"), std::string::npos) << never;
+  backend->deallocate_pinned(host);
+  backend->deallocate(other);
+  backend->deallocate(device);
+}
+
+Config pipelined_run(const TempDir& dir) {
+  Config c = synthetic_run(dir, kPattern, 20000, false);
+  c.train.backend = "cuda";
+  c.train.steps = 3;
+  c.train.batch_size = 4;
+  c.train.grad_accum_steps = 2;
+  c.model.dropout = 0.1;
+  c.optim.grad_clip = 0.5;
+  c.memory.offload = "optimizer";
+  return c;
+}
+
+TEST(CudaOffloadPipeline, APipelinedRunIsPinnedAndReproducesItselfBitwise) {
+  SKIP_WITHOUT_CUDA();
+  TempDir dir;
+  Config c = pipelined_run(dir);
+  std::vector<std::vector<float>> weights;
+  std::vector<std::map<int64_t, double>> losses;
+  for (const char* name : {"first", "second"}) {
+    c.log.run_dir = dir.file(name);
+    Trainer t(c, config_to_yaml(c));
+    ASSERT_TRUE(t.optimizer().offloaded());
+    EXPECT_TRUE(t.optimizer().host_memory_pinned());
+    t.run();
+    weights.push_back(t.model().parameters_to_host());
+    losses.push_back(logged_losses(c.log.run_dir));
+  }
+  ASSERT_EQ(losses[0].size(), 3u);
+  EXPECT_EQ(losses[1], losses[0]);
+  EXPECT_EQ(weights[1], weights[0]);
+}
+
+}  // namespace
+}  // namespace gpt::test
