@@ -1,0 +1,35 @@
+// Optimizer offload with train.backend cuda over the NCCL communicator, 2 ranks on the CUDA emulator: the
+// offload's copy stream meets the communication stream there. With ZeRO-1 the update queues each shard
+// range's copy after the reduce-scatter, and the all-gather of the weights must wait for the copies back.
+// A run whose host state is pinned (copies asynchronous on the copy stream) equals, bit for bit, the run
+// whose pinning was refused (every copy holds the host until it lands): any copy that raced a kernel or a
+// collective would break the equality.
+#include "backend/cuda_entry.h"
+#include "dist_run.h"
+#include "emu/control.h"
+
+namespace gpt::test {
+namespace {
+
+TEST(NcclOffload, ZeroOnePinnedEqualsZeroOneWithPinningRefusedBitwise) {
+  SharedDir dir;
+  std::vector<std::vector<float>> weights;
+  for (const bool pin : {true, false}) {
+    Config c = dist_run(dir, 2, 2, 3);
+    c.train.backend = "cuda";
+    c.dist.zero = 1;
+    c.memory.offload = "optimizer";
+    c.log.run_dir = dir.file(pin ? "pinned" : "ordinary");
+    cuda::emu::fail_pinned_allocations(pin ? 0 : 2);  // the masters and the gradients' copy
+    Trainer t(c, config_to_yaml(c), &world());
+    cuda::emu::fail_pinned_allocations(0);
+    EXPECT_EQ(t.optimizer().host_memory_pinned(), pin);
+    t.run();
+    weights.push_back(t.model().parameters_to_host());
+    EXPECT_TRUE(same_on_every_rank(weights.back()));
+  }
+  EXPECT_EQ(weights[1], weights[0]);
+}
+
+}  // namespace
+}  // namespace gpt::test
