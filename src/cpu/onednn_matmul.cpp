@@ -5,12 +5,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -88,21 +86,19 @@ OnednnInfo onednn_info() {
   // The ISA values are bit sets, each containing the ones below it.
   const auto bits = static_cast<unsigned>(isa), bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
   info.native_bf16 = (bits & bf16) == bf16;
-  const char* opt_in = std::getenv("GPT_CPU_ONEDNN");
-  info.used = info.native_bf16 && opt_in != nullptr && std::string_view(opt_in) == "1";
   return info;
 }
 
-std::string narrow_matmul_description() {
+std::string narrow_matmul_description(bool exact) {
   const OnednnInfo info = onednn_info();
-  if (info.used) {
+  if (info.native_bf16 && !exact) {
     return fmt::format("BF16 and FP8 operands: oneDNN {} BF16 matmul ({}); F16 (no oneDNN F16 matmul on CPUs in this "
                        "version) and mixed F32: decoded to FP32 for the BLAS",
                        info.version, info.isa);
   }
   if (info.native_bf16) {
-    return fmt::format("decoded to FP32 in the workspace for the BLAS (oneDNN {} sees {}, native BF16: set "
-                       "GPT_CPU_ONEDNN=1 for its BF16 matmul, not yet verified on such a CPU)",
+    return fmt::format("decoded to FP32 in the workspace for the BLAS (precision.cpu_narrow_matmul: exact; oneDNN {} "
+                       "sees {}, native BF16)",
                        info.version, info.isa);
   }
   return fmt::format("decoded to FP32 in the workspace for the BLAS (oneDNN {} sees {}: no native BF16, so its BF16 "
@@ -118,7 +114,6 @@ std::vector<std::string> onednn_kernels_used() {
 struct OnednnMatmul::State {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  bool used = onednn_info().used;
   // shape, leading dimensions, transposes, formats, bias format (F64 for none), beta
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, DType, DType, DType, DType, float>;
   struct Entry {
@@ -194,7 +189,7 @@ bool OnednnMatmul::run(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, 
 }
 
 bool OnednnMatmul::try_run(const MatmulArgs& args, const GemmShape2D& shape, MatmulWorkspace& workspace) {
-  if (!state_->used || !bf16_or_fp8(args.a.dtype) || !bf16_or_fp8(args.b.dtype)) return false;
+  if (!bf16_or_fp8(args.a.dtype) || !bf16_or_fp8(args.b.dtype)) return false;
   if (args.out.dtype != DType::F32 && args.out.dtype != DType::BF16) return false;
   if (!args.bias.empty() && args.bias.dtype != DType::F32 && args.bias.dtype != DType::BF16) return false;
   if (args.out.dtype == DType::BF16 && args.out.scaling) return false;
