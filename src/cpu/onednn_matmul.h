@@ -1,7 +1,8 @@
 // oneDNN's matmul for the narrow products of CPUs that multiply BF16 natively (AVX512-BF16, AMX): BF16
 // operands with FP32 accumulation, read in place; E4M3/E5M2 operands decoded to BF16 (exact: their values
 // are BF16 values) into the planned workspace first. out = alpha op(a) op(b) + beta out + bias is one
-// primitive: alpha as a runtime output scale (it carries the FP8 inverse scales, which change every step),
+// primitive: alpha, where it is not 1, as a runtime output scale (it carries the FP8 inverse scales, which
+// change every step),
 // beta as a sum post-op, the bias as a binary-add post-op after both, so the bias is not scaled. The output
 // is written by oneDNN (F32, or BF16 rounded to nearest even once); other output formats take the FP32
 // path. oneDNN's scratchpad is given from the workspace too (user scratchpad mode), so it is planned.
@@ -69,9 +70,12 @@ class OnednnMatmul {
 
  private:
   // The cached primitive for this product (created on first use), or null when oneDNN has only its
-  // reference implementation or the scratchpad would exceed scratch_bytes. Points into the cache.
+  // reference implementation or the scratchpad would exceed scratch_bytes. Points into the cache. scaled:
+  // alpha != 1, given at run time. oneDNN 2.6's brgemm matmul takes no runtime output scale, so only the
+  // scaled products (FP8) run on its gemm:jit kernels, whose scratchpad holds an FP32 copy of a BF16
+  // output: GPT-2's LM head logits (52 MB) would not fit the workspace.
   const void* primitive_for(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b, DType out_dtype,
-                            const Tensor& bias, float beta, size_t scratch_bytes);
+                            const Tensor& bias, bool scaled, float beta, size_t scratch_bytes);
 
   struct State;
   std::unique_ptr<State> state_;

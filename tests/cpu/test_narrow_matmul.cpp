@@ -261,14 +261,15 @@ TEST(OnednnMatmul, AppliesAlphaBetaBiasAndStridesLikeSgemm) {
   cpu::OnednnMatmul onednn;
   const int64_t m = 19, n = 23, k = 31;
   std::vector<std::byte> scratch(1 << 20);
-  for (int t = 0; t < 4; ++t) {
+  // alpha 1 makes a primitive without the runtime output scale (another oneDNN kernel), alpha != 1 one with it.
+  for (int t = 0; t < 8; ++t) {
     for (float beta : {0.0f, 1.0f}) {
       const bool ta = t & 1, tb = t & 2;
-      SCOPED_TRACE(fmt::format("{}{} beta {}", ta ? 'T' : 'N', tb ? 'T' : 'N', beta));
-      std::vector<float> a = test::to_f32(test::random_vector(m * k, 5 + t)), b = test::to_f32(test::random_vector(k * n, 6 + t));
+      const float alpha = t & 4 ? 0.375f : 1.0f;
+      SCOPED_TRACE(fmt::format("{}{} alpha {} beta {}", ta ? 'T' : 'N', tb ? 'T' : 'N', alpha, beta));
+      std::vector<float> a = test::to_f32(test::random_vector(m * k, 5 + t % 4)), b = test::to_f32(test::random_vector(k * n, 6 + t % 4));
       std::vector<float> bias = test::to_f32(test::random_vector(n, 7)), out0 = test::to_f32(test::random_vector(m * n, 8));
       std::vector<float> got = out0, want = out0;
-      const float alpha = 0.375f;
       if (!onednn.run(m, n, k, {a.data(), DType::F32, ta, ta ? m : k}, {b.data(), DType::F32, tb, tb ? k : n}, got.data(),
                       DType::F32, Tensor(bias.data(), {n}), alpha, beta, scratch.data(), scratch.size()))
         GTEST_SKIP() << "oneDNN has only its reference F32 matmul here";
