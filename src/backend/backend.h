@@ -147,6 +147,7 @@ struct BackendOptions {
   bool allow_tf32 = false;  // CUDA: FP32 matrix products on TF32 tensor cores (precision.tf32)
   AttentionKind attention = AttentionKind::Fused;  // CUDA; the CPU always materialises
   int local_rank = -1;      // CUDA: this rank's index among its node's ranks (< 0: the launcher's variable)
+  bool cpu_exact_narrow_matmul = false;  // CPU: narrow products decoded to FP32 for OpenBLAS, never oneDNN (precision.cpu_narrow_matmul)
 };
 
 // "auto" picks CUDA when this build has it and a device is present, else the CPU.

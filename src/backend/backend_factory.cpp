@@ -26,7 +26,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& op
   const int threads = options.threads;
   switch (kind) {
     case BackendKind::Cpu:
-      return std::make_unique<cpu::CpuBackend>(threads);
+      return std::make_unique<cpu::CpuBackend>(threads, cpu::kNarrowMatmulWorkspaceBytes, options.cpu_exact_narrow_matmul);
     case BackendKind::Cuda:
       return cuda::make_backend(options);
     case BackendKind::Auto:
@@ -35,7 +35,7 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& op
                    cuda::built_with_cuda() ? "no CUDA device is visible (" + cuda::describe() + ")"
                                            : std::string("this gpt-train was built without CUDA (no nvcc at build time, "
                                                          "or GPT_CUDA=OFF)"));
-      return std::make_unique<cpu::CpuBackend>(threads);
+      return std::make_unique<cpu::CpuBackend>(threads, cpu::kNarrowMatmulWorkspaceBytes, options.cpu_exact_narrow_matmul);
   }
   GPT_FAIL("unreachable backend kind");
 }

@@ -157,7 +157,7 @@ int run(const std::vector<std::string>& argv) {
                blas.parallel == 2 ? ": BLAS and our own loops share libgomp's thread pool" : "");
     fmt::print("           OMP_PROC_BIND={}, OMP_PLACES={} (omp_get_proc_bind(): {})\n", env_or_unset("OMP_PROC_BIND"),
                env_or_unset("OMP_PLACES"), proc_bind_name(omp_get_proc_bind()));
-    fmt::print("           narrow products: {}\n", cpu::narrow_matmul_description());
+    fmt::print("           narrow products: {}\n", cpu::narrow_matmul_description(cfg.precision.cpu_narrow_matmul == "exact"));
   } else {
     fmt::print("backend    {}\n", session.backend().name());
   }

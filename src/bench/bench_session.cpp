@@ -42,7 +42,8 @@ void BenchData::next(std::span<int32_t> inputs, std::span<int32_t> targets) {
 BenchSession::BenchSession(Config config) : config_(std::move(config)) {
   resolve_accumulation(config_.train, comm_.world_size());
   const TrainConfig& t = config_.train;
-  backend_ = make_backend(parse_backend_kind(t.backend), {t.threads, config_.precision.tf32, parse_attention_kind(t.attention)});
+  backend_ = make_backend(parse_backend_kind(t.backend), {t.threads, config_.precision.tf32, parse_attention_kind(t.attention), -1,
+                                                           config_.precision.cpu_narrow_matmul == "exact"});
   profiler_ = std::make_unique<ProfilingBackend>(*backend_);
   // The recipe's work is timed too (fp16 with its loss scaler, fp8 with its scaling state).
   const PrecisionRecipe recipe = precision_recipe(config_.precision);

@@ -214,6 +214,7 @@ struct PrecisionConfig {
   int fp8_margin = 0;
   int fp8_bf16_layers = 0;
   bool tf32 = false;
+  std::string cpu_narrow_matmul = "native";
 
   template <class V>
   void visit(V& v) {
@@ -230,6 +231,7 @@ struct PrecisionConfig {
     v.choice("fp8.amax_algorithm", fp8_amax_algorithm, {"max", "most_recent"}, "fp8, delayed: the history's max, or its newest amax.");
     v.field("fp8.margin", fp8_margin, "fp8: scale = (format max / amax) / 2^margin.");
     v.field("fp8.bf16_layers", fp8_bf16_layers, "fp8: keep the first and the last N blocks in BF16.");
+    v.choice("cpu_narrow_matmul", cpu_narrow_matmul, {"native", "exact"}, "CPU, narrow recipes: native multiplies BF16 and FP8 operands with oneDNN's BF16 matmul where the CPU does so natively (AVX512-BF16, AMX; elsewhere, and for F16, as exact): FP32 accumulation in oneDNN's order, so losses differ from exact in the last bits (about 1e-5 relative after a few steps); exact decodes them to FP32 for OpenBLAS, the exact emulation's arithmetic bit for bit.");
     v.field("tf32", tf32, "CUDA, fp32 recipe: run the FP32 matrix products on TF32 tensor cores (inputs rounded to 10 mantissa bits, FP32 accumulation): several times faster, no longer within 1e-5 of the CPU.");
   }
 };

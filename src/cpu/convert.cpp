@@ -1,14 +1,13 @@
 // Fast paths, each equal bit for bit to the scalar rules (tested against them):
-//  - F32 -> BF16 without a scale: BF16 is FP32's top half, so round-to-nearest-even is
-//    u + 0x7FFF + (bit 16 of u), the carry stepping into the exponent as RNE rounds up a binade (and to inf
-//    past max); NaN would carry into the sign, so it becomes the canonical NaN. Branch-free, so it
-//    vectorises; it keeps no statistics (they are an FP8 tensor's, and BF16 carries no scaling state).
+//  - F32 -> BF16 without a scale: bf16_elements.h's bf16_round, branch-free, so it vectorises; it keeps
+//    no statistics (they are an FP8 tensor's, and BF16 carries no scaling state).
 //  - F32 -> F16/E4M3/E5M2 for values whose scaled magnitude is in [min normal, max]: there the format is
 //    FP32 with fewer mantissa bits, so the same integer rounding on the FP32 bits, then the exponent
 //    rebiased; everything else (zeros, subnormals, overflow, inf, NaN) takes the scalar encode.
 //  - decoding F16, E4M3 and E5M2 reads a table of every code's FP32 value; BF16 is a shift.
 #include "cpu/convert.h"
 
+#include "cpu/bf16_elements.h"
 #include "cpu/dispatch.h"
 
 #include <algorithm>
@@ -37,11 +36,7 @@ QuantStats encode_format(const T* in, typename Fmt::Storage* codes, int64_t n, T
     if constexpr (std::is_same_v<Fmt, Bf16Format>) {
       if (scale == 1.0f) {
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
-        for (int64_t i = 0; i < n; ++i) {
-          const uint32_t u = f32_bits(in[i]);
-          const bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
-          codes[i] = static_cast<Storage>(is_nan ? Bf16Format::kCanonicalNaN : (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-        }
+        for (int64_t i = 0; i < n; ++i) codes[i] = bf16_round(in[i]).code;
         return {};
       }
     }

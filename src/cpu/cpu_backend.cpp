@@ -8,9 +8,9 @@
 
 namespace gpt::cpu {
 
-CpuBackend::CpuBackend(int threads, size_t narrow_matmul_workspace_bytes)
+CpuBackend::CpuBackend(int threads, size_t narrow_matmul_workspace_bytes, bool exact_narrow_matmul)
     : matmul_workspace_(narrow_matmul_workspace_bytes),
-      onednn_(onednn_info().used ? std::make_unique<OnednnMatmul>() : nullptr) {
+      onednn_(!exact_narrow_matmul && onednn_info().native_bf16 ? std::make_unique<OnednnMatmul>() : nullptr) {
   // One threading runtime: the Debian OpenBLAS we link is its OpenMP build, so BLAS and our own loops
   // share libgomp's thread pool instead of two pools competing for the cores.
   if (threads > 0) {

@@ -19,7 +19,10 @@ constexpr size_t kNarrowMatmulWorkspaceBytes = size_t{16} << 20;
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads = 0, size_t narrow_matmul_workspace_bytes = kNarrowMatmulWorkspaceBytes);
+  // exact_narrow_matmul: narrow products always decode to FP32 for OpenBLAS (the exact emulation), never
+  // oneDNN's BF16 matmul, even where the CPU multiplies BF16 natively (precision.cpu_narrow_matmul).
+  explicit CpuBackend(int threads = 0, size_t narrow_matmul_workspace_bytes = kNarrowMatmulWorkspaceBytes,
+                      bool exact_narrow_matmul = false);
   ~CpuBackend() override;
 
   std::string name() const override { return "cpu"; }
@@ -46,7 +49,7 @@ class CpuBackend final : public Backend {
   int threads_;
   StagingPool staging_;
   MatmulWorkspace matmul_workspace_;
-  std::unique_ptr<OnednnMatmul> onednn_;  // where the CPU multiplies BF16 natively, else null
+  std::unique_ptr<OnednnMatmul> onednn_;  // where the CPU multiplies BF16 natively and not exact, else null
 };
 
 }  // namespace gpt::cpu

@@ -8,6 +8,7 @@
 // elements).
 #include "cpu/cpu_backend.h"
 #include "backend/op_checks.h"
+#include "cpu/bf16_elements.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 #include "cpu/dropout.h"
@@ -35,22 +36,23 @@ EmbeddingShape embedding_shape(const char* op, const Tensor& x, const Tensor& to
   return s;
 }
 
-template <class T>
-void embedding_forward_kernel(T* out, const int32_t* tokens, const T* wte, const T* wpe, EmbeddingShape s, const DropoutMask& mask) {
+// W: the tables' element type, T's own or Bf16 (read in place, see embedding_forward).
+template <class T, class W>
+void embedding_forward_kernel(T* out, const int32_t* tokens, const W* wte, const W* wpe, EmbeddingShape s, const DropoutMask& mask) {
   const double scale = mask.scale();
 #pragma omp parallel for schedule(static) if (s.b * s.t * s.c > kParallelMin)
   for (int64_t row = 0; row < s.b * s.t; ++row) {
-    const T* te = wte + tokens[row] * s.c;
-    const T* pe = wpe + (row % s.t) * s.c;
+    const W* te = wte + tokens[row] * s.c;
+    const W* pe = wpe + (row % s.t) * s.c;
     T* y = out + row * s.c;
     if (!mask.active()) {
-      for (int64_t c = 0; c < s.c; ++c) y[c] = static_cast<T>(static_cast<double>(te[c]) + pe[c]);
+      for (int64_t c = 0; c < s.c; ++c) y[c] = static_cast<T>(static_cast<double>(widen(te[c])) + widen(pe[c]));
       continue;
     }
     DropoutCursor cursor(mask);
     for (int64_t c = 0; c < s.c; ++c) {
       const uint64_t i = static_cast<uint64_t>(row * s.c + c);
-      y[c] = cursor.keep(i) ? static_cast<T>((static_cast<double>(te[c]) + pe[c]) * scale) : T(0);
+      y[c] = cursor.keep(i) ? static_cast<T>((static_cast<double>(widen(te[c])) + widen(pe[c])) * scale) : T(0);
     }
   }
 }
@@ -83,16 +85,26 @@ void embedding_backward_kernel(T* dwte, T* dwpe, const T* dout, const int32_t* t
 }  // namespace
 
 void CpuBackend::embedding_forward(const EmbeddingForwardArgs& given) {
-  WideOperands w(staging_, {&given.out, &given.wte, &given.wpe});
+  // BF16 tables (the narrow recipes' compute copy) are read in place: the lookup touches B*T rows, and
+  // staging would decode all of wte (GPT-2's 38.6 M values, 30 ms a step on 2 cores) to read them.
+  const bool bf16_tables = given.wte.dtype == DType::BF16 && given.wpe.dtype == DType::BF16;
+  WideOperands w(staging_, bf16_tables ? std::initializer_list<const Tensor*>{&given.out}
+                                       : std::initializer_list<const Tensor*>{&given.out, &given.wte, &given.wpe});
   EmbeddingForwardArgs args = given;
-  args.wte = w.in(given.wte);
-  args.wpe = w.in(given.wpe);
+  if (!bf16_tables) {
+    args.wte = w.in(given.wte);
+    args.wpe = w.in(given.wpe);
+  }
   args.out = w.out(given.out);
   const EmbeddingShape s = embedding_shape("embedding_forward", args.out, args.tokens, args.wte, args.wpe, "out");
   const DType dtype = w.wide();
   const DropoutMask mask(args.dropout);
   dispatch_float(dtype, [&]<class T>(T) {
-    embedding_forward_kernel(args.out.as<T>(), args.tokens.as<int32_t>(), args.wte.as<T>(), args.wpe.as<T>(), s, mask);
+    if (bf16_tables) {
+      embedding_forward_kernel(args.out.as<T>(), args.tokens.as<int32_t>(), args.wte.as<Bf16>(), args.wpe.as<Bf16>(), s, mask);
+    } else {
+      embedding_forward_kernel(args.out.as<T>(), args.tokens.as<int32_t>(), args.wte.as<T>(), args.wpe.as<T>(), s, mask);
+    }
   });
   w.store();
 }

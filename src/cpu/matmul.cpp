@@ -14,6 +14,7 @@
 // so every column's sum has one fixed order (double accumulator) whatever the thread count.
 #include "cpu/cpu_backend.h"
 #include "backend/op_checks.h"
+#include "cpu/bf16_elements.h"
 #include "cpu/dispatch.h"
 #include "cpu/narrow_matmul.h"
 #include "cpu/wide_operands.h"
@@ -75,8 +76,9 @@ void broadcast_bias(T* out, const T* bias, int64_t m, int64_t n) {
 
 constexpr int64_t kColumnBlock = 64;
 
-template <class T>
-void bias_backward_kernel(T* dbias, const T* dout, int64_t m, int64_t n) {
+// W: dout's element type, T's own or Bf16 (read in place, see bias_backward).
+template <class T, class W>
+void bias_backward_kernel(T* dbias, const W* dout, int64_t m, int64_t n) {
   const int64_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static) if (m * n > kParallelMin)
   for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -84,8 +86,8 @@ void bias_backward_kernel(T* dbias, const T* dout, int64_t m, int64_t n) {
     const int64_t width = std::min(kColumnBlock, n - j0);
     Accum<T> acc[kColumnBlock] = {};
     for (int64_t i = 0; i < m; ++i) {
-      const T* row = dout + i * n + j0;
-      for (int64_t j = 0; j < width; ++j) acc[j] += row[j];
+      const W* row = dout + i * n + j0;
+      for (int64_t j = 0; j < width; ++j) acc[j] += widen(row[j]);
     }
     for (int64_t j = 0; j < width; ++j) dbias[j0 + j] = static_cast<T>(dbias[j0 + j] + acc[j]);
   }
@@ -141,13 +143,19 @@ void CpuBackend::matmul(const MatmulArgs& given) {
 }
 
 void CpuBackend::bias_backward(const BiasBackwardArgs& given) {
-  WideOperands w(staging_, {&given.dbias, &given.dout});
+  // A BF16 dout (the narrow recipes' output gradients) is read in place: staging it would be a pass over
+  // the whole [B*T, n] gradient to sum it once.
+  const bool bf16_dout = given.dout.dtype == DType::BF16;
+  WideOperands w(staging_, bf16_dout ? std::initializer_list<const Tensor*>{&given.dbias}
+                                     : std::initializer_list<const Tensor*>{&given.dbias, &given.dout});
   BiasBackwardArgs args = given;
-  args.dout = w.in(given.dout);
+  if (!bf16_dout) args.dout = w.in(given.dout);
   args.dbias = w.out(given.dbias, true);
   const int64_t n = check_bias_backward(args);
+  const int64_t m = n == 0 ? 0 : args.dout.numel() / n;
   dispatch_float(w.wide(), [&]<class T>(T) {
-    bias_backward_kernel(args.dbias.as<T>(), args.dout.as<T>(), n == 0 ? 0 : args.dout.numel() / n, n);
+    if (bf16_dout) bias_backward_kernel(args.dbias.as<T>(), args.dout.as<Bf16>(), m, n);
+    else bias_backward_kernel(args.dbias.as<T>(), args.dout.as<T>(), m, n);
   });
   w.store();
 }

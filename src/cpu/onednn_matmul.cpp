@@ -5,12 +5,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -88,21 +86,19 @@ OnednnInfo onednn_info() {
   // The ISA values are bit sets, each containing the ones below it.
   const auto bits = static_cast<unsigned>(isa), bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
   info.native_bf16 = (bits & bf16) == bf16;
-  const char* opt_in = std::getenv("GPT_CPU_ONEDNN");
-  info.used = info.native_bf16 && opt_in != nullptr && std::string_view(opt_in) == "1";
   return info;
 }
 
-std::string narrow_matmul_description() {
+std::string narrow_matmul_description(bool exact) {
   const OnednnInfo info = onednn_info();
-  if (info.used) {
+  if (info.native_bf16 && !exact) {
     return fmt::format("BF16 and FP8 operands: oneDNN {} BF16 matmul ({}); F16 (no oneDNN F16 matmul on CPUs in this "
                        "version) and mixed F32: decoded to FP32 for the BLAS",
                        info.version, info.isa);
   }
   if (info.native_bf16) {
-    return fmt::format("decoded to FP32 in the workspace for the BLAS (oneDNN {} sees {}, native BF16: set "
-                       "GPT_CPU_ONEDNN=1 for its BF16 matmul, not yet verified on such a CPU)",
+    return fmt::format("decoded to FP32 in the workspace for the BLAS (precision.cpu_narrow_matmul: exact; oneDNN {} "
+                       "sees {}, native BF16)",
                        info.version, info.isa);
   }
   return fmt::format("decoded to FP32 in the workspace for the BLAS (oneDNN {} sees {}: no native BF16, so its BF16 "
@@ -118,9 +114,8 @@ std::vector<std::string> onednn_kernels_used() {
 struct OnednnMatmul::State {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  bool used = onednn_info().used;
-  // shape, leading dimensions, transposes, formats, bias format (F64 for none), beta
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, DType, DType, DType, DType, float>;
+  // shape, leading dimensions, transposes, formats, bias format (F64 for none), scaled, beta
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, DType, DType, DType, DType, bool, float>;
   struct Entry {
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul primitive;
@@ -133,10 +128,10 @@ OnednnMatmul::OnednnMatmul() : state_(std::make_unique<State>()) {}
 OnednnMatmul::~OnednnMatmul() = default;
 
 const void* OnednnMatmul::primitive_for(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b,
-                                        DType out_dtype, const Tensor& bias, float beta, size_t scratch_bytes) {
+                                        DType out_dtype, const Tensor& bias, bool scaled, float beta, size_t scratch_bytes) {
   State& s = *state_;
   const DType bias_dtype = bias.empty() ? DType::F64 : bias.dtype;
-  const State::Key key{m, n, k, a.ld, b.ld, a.trans, b.trans, a.dtype, b.dtype, out_dtype, bias_dtype, beta};
+  const State::Key key{m, n, k, a.ld, b.ld, a.trans, b.trans, a.dtype, b.dtype, out_dtype, bias_dtype, scaled, beta};
   auto it = s.cache.find(key);
   if (it == s.cache.end()) {
     const dnnl::memory::desc a_md = matrix_desc(m, k, a.dtype, a.trans, a.ld);
@@ -144,7 +139,7 @@ const void* OnednnMatmul::primitive_for(int64_t m, int64_t n, int64_t k, const O
     const dnnl::memory::desc c_md = matrix_desc(m, n, out_dtype, false, n);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+    if (scaled) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
     dnnl::post_ops ops;
     if (beta != 0.0f) ops.append_sum(beta);
     if (!bias.empty()) ops.append_binary(dnnl::algorithm::binary_add, matrix_desc(1, n, bias.dtype, false, n));
@@ -171,7 +166,8 @@ const void* OnednnMatmul::primitive_for(int64_t m, int64_t n, int64_t k, const O
 bool OnednnMatmul::run(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b, void* out,
                        DType out_dtype, const Tensor& bias, float alpha, float beta, void* scratch, size_t scratch_bytes) {
   State& s = *state_;
-  const auto* found = static_cast<const State::Entry*>(primitive_for(m, n, k, a, b, out_dtype, bias, beta, scratch_bytes));
+  const bool scaled = alpha != 1.0f;
+  const auto* found = static_cast<const State::Entry*>(primitive_for(m, n, k, a, b, out_dtype, bias, scaled, beta, scratch_bytes));
   if (!found) return false;
   const State::Entry& entry = *found;
   const dnnl::matmul::primitive_desc& pd = entry.pd;
@@ -182,8 +178,8 @@ bool OnednnMatmul::run(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, 
       {DNNL_ARG_WEIGHTS, mem(pd.weights_desc(), b.data)},
       {DNNL_ARG_DST, mem(pd.dst_desc(), out)},
       {DNNL_ARG_SCRATCHPAD, mem(pd.scratchpad_desc(), scratch)},
-      {DNNL_ARG_ATTR_OUTPUT_SCALES, mem(dnnl::memory::desc({1}, dt::f32, dnnl::memory::dims{1}), &scale)},
   };
+  if (scaled) args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, mem(dnnl::memory::desc({1}, dt::f32, dnnl::memory::dims{1}), &scale));
   if (!bias.empty()) {
     const int index = beta != 0.0f ? 1 : 0;
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, mem(matrix_desc(1, n, bias.dtype, false, n), bias.data));
@@ -194,7 +190,7 @@ bool OnednnMatmul::run(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, 
 }
 
 bool OnednnMatmul::try_run(const MatmulArgs& args, const GemmShape2D& shape, MatmulWorkspace& workspace) {
-  if (!state_->used || !bf16_or_fp8(args.a.dtype) || !bf16_or_fp8(args.b.dtype)) return false;
+  if (!bf16_or_fp8(args.a.dtype) || !bf16_or_fp8(args.b.dtype)) return false;
   if (args.out.dtype != DType::F32 && args.out.dtype != DType::BF16) return false;
   if (!args.bias.empty() && args.bias.dtype != DType::F32 && args.bias.dtype != DType::BF16) return false;
   if (args.out.dtype == DType::BF16 && args.out.scaling) return false;
@@ -204,7 +200,7 @@ bool OnednnMatmul::try_run(const MatmulArgs& args, const GemmShape2D& shape, Mat
   const size_t copies = (a_bytes + 63) / 64 * 64 + (b_bytes + 63) / 64 * 64;
   if (copies > workspace.capacity_bytes()) return false;
   const OnednnOperand a_in{nullptr, DType::BF16, args.trans_a, shape.lda}, b_in{nullptr, DType::BF16, args.trans_b, shape.ldb};
-  if (!primitive_for(shape.m, shape.n, shape.k, a_in, b_in, args.out.dtype, args.bias, args.beta,
+  if (!primitive_for(shape.m, shape.n, shape.k, a_in, b_in, args.out.dtype, args.bias, args.alpha != 1.0f, args.beta,
                      workspace.capacity_bytes() - copies))
     return false;
   auto* base = static_cast<char*>(workspace.data());

@@ -1,16 +1,20 @@
 // oneDNN's matmul for the narrow products of CPUs that multiply BF16 natively (AVX512-BF16, AMX): BF16
 // operands with FP32 accumulation, read in place; E4M3/E5M2 operands decoded to BF16 (exact: their values
 // are BF16 values) into the planned workspace first. out = alpha op(a) op(b) + beta out + bias is one
-// primitive: alpha as a runtime output scale (it carries the FP8 inverse scales, which change every step),
+// primitive: alpha, where it is not 1, as a runtime output scale (it carries the FP8 inverse scales, which
+// change every step),
 // beta as a sum post-op, the bias as a binary-add post-op after both, so the bias is not scaled. The output
 // is written by oneDNN (F32, or BF16 rounded to nearest even once); other output formats take the FP32
 // path. oneDNN's scratchpad is given from the workspace too (user scratchpad mode), so it is planned.
+// The CPU backend takes this path wherever the CPU multiplies BF16 natively, unless
+// precision.cpu_narrow_matmul is exact (then the FP32 engine of narrow_matmul.h, the exact emulation).
 //
 // Primitives are created once per shape, leading dimensions, formats and beta, and cached. A shape for
 // which oneDNN offers only its reference implementation is remembered as such and takes the FP32 path.
 // oneDNN orders the FP32 accumulation its own way (blocked over k, in its vector lanes), so its results
 // differ from OpenBLAS's in the last bits of the FP32 accumulator (measured in tests/cpu/test_narrow_matmul.cpp
-// where oneDNN runs).
+// and tests/train/test_precision_baseline.cpp where oneDNN runs); AVX512-BF16's dot product also treats
+// subnormal BF16 operands (below 2^-126) as zero.
 #pragma once
 
 #include "backend/op_args.h"
@@ -27,16 +31,12 @@ struct OnednnInfo {
   std::string version;  // "2.6.3"
   std::string isa;      // "avx2", "avx512_core_bf16", "avx512_core_amx", ...
   bool native_bf16 = false;
-  // Whether the narrow products take oneDNN: native_bf16 and the environment's GPT_CPU_ONEDNN=1. Opt-in
-  // until the path has run on such a CPU: it changes the order of accumulation, so the recipes' recorded
-  // bits (PrecisionBaseline) would differ there, and nothing has yet compared it with the FP32 path on real
-  // AVX512-BF16 or AMX hardware.
-  bool used = false;
 };
 OnednnInfo onednn_info();
 
-// The narrow products' engine choice on this CPU, in words, for `gpt-train bench` and `info`.
-std::string narrow_matmul_description();
+// The narrow products' engine on this CPU, in words, for `gpt-train bench` and `info`; exact:
+// precision.cpu_narrow_matmul is exact.
+std::string narrow_matmul_description(bool exact);
 // The implementations oneDNN chose for the products run so far in this process ("brg:avx512_core_amx",
 // ...), each once.
 std::vector<std::string> onednn_kernels_used();
@@ -56,7 +56,7 @@ class OnednnMatmul {
   OnednnMatmul(const OnednnMatmul&) = delete;
   OnednnMatmul& operator=(const OnednnMatmul&) = delete;
 
-  // Runs the product through oneDNN when this CPU multiplies BF16 natively, a and b are BF16 or FP8, out
+  // Runs the product through oneDNN when a and b are BF16 or FP8, out
   // is F32 or BF16 and the FP8 copies and the scratchpad fit the workspace; returns false otherwise (the
   // caller takes the FP32 path).
   bool try_run(const MatmulArgs& args, const GemmShape2D& shape, MatmulWorkspace& workspace);
@@ -70,9 +70,12 @@ class OnednnMatmul {
 
  private:
   // The cached primitive for this product (created on first use), or null when oneDNN has only its
-  // reference implementation or the scratchpad would exceed scratch_bytes. Points into the cache.
+  // reference implementation or the scratchpad would exceed scratch_bytes. Points into the cache. scaled:
+  // alpha != 1, given at run time. oneDNN 2.6's brgemm matmul takes no runtime output scale, so only the
+  // scaled products (FP8) run on its gemm:jit kernels, whose scratchpad for GPT-2's LM head forward
+  // (BF16 logits) is 103 MB, far beyond the workspace; brgemm's is 0.3 MB.
   const void* primitive_for(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b, DType out_dtype,
-                            const Tensor& bias, float beta, size_t scratch_bytes);
+                            const Tensor& bias, bool scaled, float beta, size_t scratch_bytes);
 
   struct State;
   std::unique_ptr<State> state_;

@@ -107,7 +107,8 @@ RecomputePolicy Trainer::plan() {
   const bool distributed = comm_->world_size() > 1;
   backend_ = make_backend(parse_backend_kind(t.backend), {threads_per_rank(t.threads, comm_->local_size()),
                                                           config_.precision.tf32, parse_attention_kind(t.attention),
-                                                          distributed ? comm_->local_rank() : -1});
+                                                          distributed ? comm_->local_rank() : -1,
+                                                          config_.precision.cpu_narrow_matmul == "exact"});
   // A backend whose buffers the job's host communicator cannot reach brings its own (NCCL for CUDA),
   // bootstrapped over the host one; from here on every collective of the run goes through it.
   if (distributed) {

@@ -173,16 +173,16 @@ TEST(NarrowMatmul, UntiledIsTodaysExactEmulationBitForBit) {
   std::random_device rd;
   const uint32_t seed = rd();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  cpu::CpuBackend& be = test::cpu_backend();
+  // precision.cpu_narrow_matmul: exact, so that oneDNN (whose order of accumulation differs, the test
+  // below) never takes the products.
+  cpu::CpuBackend be(0, cpu::kNarrowMatmulWorkspaceBytes, true);
   for (DType format : kFormats) {
     for (int t = 0; t < 4; ++t) {
       for (DType out_format : {narrow_out(format), DType::F32}) {
         const Product p(37, 29, 45, t & 1, t & 2, format, out_format, seed + static_cast<uint32_t>(t));
         SCOPED_TRACE(p.name());
         const std::vector<std::byte> got = p.run(be), want = p.emulated();
-        // Where oneDNN takes BF16 and FP8 products its order of accumulation differs (the test below).
-        const bool onednn = cpu::onednn_info().used && format != DType::F16;
-        if (!onednn) EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0);
         const Error e = compare(p.decode(got), p.reference());
         EXPECT_LE(e.normwise(), tolerance(out_format, p.k));
       }
@@ -206,8 +206,10 @@ TEST(NarrowMatmul, TiledIsWithinTheFp32ToleranceOfTheFp64Reference) {
   const Shape shapes[] = {{67, 211, 45, 211 + 67 * 45 + 70 * (45 + 67), "n"},
                           {203, 37, 29, 37 + 29 * 37 + 70 * (29 + 37), "m"},
                           {11, 13, 997, 13 + 11 * 13 + 300 * (11 + 13), "k"}};
+  // Both exact: the tiles are the FP32 engine's (oneDNN, where it runs, takes whole products).
+  cpu::CpuBackend whole(0, cpu::kNarrowMatmulWorkspaceBytes, true);
   for (const Shape& s : shapes) {
-    cpu::CpuBackend small(0, s.workspace_floats * sizeof(float));
+    cpu::CpuBackend small(0, s.workspace_floats * sizeof(float), true);
     for (DType format : kFormats) {
       for (int t = 0; t < 4; ++t) {
         const Product p(s.m, s.n, s.k, t & 1, t & 2, format, narrow_out(format), seed + static_cast<uint32_t>(t));
@@ -218,7 +220,7 @@ TEST(NarrowMatmul, TiledIsWithinTheFp32ToleranceOfTheFp64Reference) {
             args, {p.m, p.n, p.k, p.a.shape[1], p.b.shape[1]}, static_cast<int64_t>(small.capabilities().narrow_matmul_workspace_bytes / 4));
         const std::string split = tiles.mb < p.m ? "m" : tiles.nb < p.n ? "n" : tiles.kb < p.k ? "k" : "none";
         EXPECT_EQ(split, s.expect) << tiles.mb << " " << tiles.nb << " " << tiles.kb;
-        const std::vector<std::byte> tiled = p.run(small), untiled = p.run(test::cpu_backend());
+        const std::vector<std::byte> tiled = p.run(small), untiled = p.run(whole);
         const std::vector<double> ref = p.reference();
         const Error e = compare(p.decode(tiled), ref);
         EXPECT_LE(e.normwise(), tolerance(p.out_format, p.k));
@@ -259,14 +261,15 @@ TEST(OnednnMatmul, AppliesAlphaBetaBiasAndStridesLikeSgemm) {
   cpu::OnednnMatmul onednn;
   const int64_t m = 19, n = 23, k = 31;
   std::vector<std::byte> scratch(1 << 20);
-  for (int t = 0; t < 4; ++t) {
+  // alpha 1 makes a primitive without the runtime output scale (another oneDNN kernel), alpha != 1 one with it.
+  for (int t = 0; t < 8; ++t) {
     for (float beta : {0.0f, 1.0f}) {
       const bool ta = t & 1, tb = t & 2;
-      SCOPED_TRACE(fmt::format("{}{} beta {}", ta ? 'T' : 'N', tb ? 'T' : 'N', beta));
-      std::vector<float> a = test::to_f32(test::random_vector(m * k, 5 + t)), b = test::to_f32(test::random_vector(k * n, 6 + t));
+      const float alpha = t & 4 ? 0.375f : 1.0f;
+      SCOPED_TRACE(fmt::format("{}{} alpha {} beta {}", ta ? 'T' : 'N', tb ? 'T' : 'N', alpha, beta));
+      std::vector<float> a = test::to_f32(test::random_vector(m * k, 5 + t % 4)), b = test::to_f32(test::random_vector(k * n, 6 + t % 4));
       std::vector<float> bias = test::to_f32(test::random_vector(n, 7)), out0 = test::to_f32(test::random_vector(m * n, 8));
       std::vector<float> got = out0, want = out0;
-      const float alpha = 0.375f;
       if (!onednn.run(m, n, k, {a.data(), DType::F32, ta, ta ? m : k}, {b.data(), DType::F32, tb, tb ? k : n}, got.data(),
                       DType::F32, Tensor(bias.data(), {n}), alpha, beta, scratch.data(), scratch.size()))
         GTEST_SKIP() << "oneDNN has only its reference F32 matmul here";
@@ -283,8 +286,7 @@ TEST(OnednnMatmul, AppliesAlphaBetaBiasAndStridesLikeSgemm) {
 TEST(OnednnMatmul, NativeBf16ProductsAreWithinToleranceOfTheFp32Engine) {
   const cpu::OnednnInfo info = cpu::onednn_info();
   if (!info.native_bf16) GTEST_SKIP() << "oneDNN " << info.version << " sees " << info.isa << ": no native BF16 products";
-  // The path is opt-in for training (cpu/onednn_matmul.h); this test takes it wherever the CPU has it.
-  ::setenv("GPT_CPU_ONEDNN", "1", 1);
+  cpu::CpuBackend native(0);  // precision.cpu_narrow_matmul: native, the default
   std::random_device rd;
   const uint32_t seed = rd();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -293,7 +295,7 @@ TEST(OnednnMatmul, NativeBf16ProductsAreWithinToleranceOfTheFp32Engine) {
       for (DType out_format : {DType::BF16, DType::F32}) {
         const Product p(37, 29, 45, t & 1, t & 2, format, out_format, seed + static_cast<uint32_t>(t));
         SCOPED_TRACE(p.name());
-        const std::vector<std::byte> got = p.run(test::cpu_backend()), fp32_engine = p.emulated();
+        const std::vector<std::byte> got = p.run(native), fp32_engine = p.emulated();
         const Error e = compare(p.decode(got), p.reference());
         EXPECT_LE(e.normwise(), tolerance(out_format, p.k));
         std::printf("oneDNN %s: normwise error %.3g vs FP64, %.3g vs the FP32 engine\n", p.name().c_str(), e.normwise(),
