@@ -83,6 +83,11 @@ class LayoutOnlyCommunicator : public Communicator {
   int world_size() const override { return ranks_; }
   int local_rank() const override { return rank_; }
   int local_size() const override { return ranks_; }
+  std::vector<int> node_ranks() const override {
+    std::vector<int> all(static_cast<size_t>(ranks_));
+    for (int r = 0; r < ranks_; ++r) all[static_cast<size_t>(r)] = r;
+    return all;
+  }
   CommHandle all_reduce_sum_async(const Tensor&, CommStream) override { GPT_FAIL("layout-only communicator"); }
   CommHandle reduce_scatter_sum_async(const Tensor&, const Tensor&, CommStream) override {
     GPT_FAIL("layout-only communicator");
