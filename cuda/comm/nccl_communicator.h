@@ -42,6 +42,7 @@ class NcclCommunicator final : public Communicator {
   int world_size() const override { return bootstrap_.world_size(); }
   int local_rank() const override { return bootstrap_.local_rank(); }
   int local_size() const override { return bootstrap_.local_size(); }
+  std::vector<int> node_ranks() const override { return bootstrap_.node_ranks(); }
   bool sums(DType dtype) const override;
 
   CommHandle all_reduce_sum_async(const Tensor& buf, CommStream stream = {}) override;

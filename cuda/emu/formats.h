@@ -8,3 +8,4 @@
 #include "emu/formats/fast_math.h"
 #include "emu/formats/fp16.h"
 #include "emu/formats/fp8.h"
+#include "emu/formats/rounded_intrinsics.h"

@@ -2,9 +2,17 @@
 // (src/cpu/adamw.cpp is the reference):
 //   g = grad_scale * grad;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   param -= lr * (m / (1-b1^step) / (sqrt(v / (1-b2^step)) + eps) + weight_decay * param)
-// in FP32 with the CPU's constants: the bias corrections 1 / (1 - b^step) computed once on the host in
-// double and rounded to FP32, every other constant the FP32 argument; sqrt and the division are IEEE
-// (nvcc's defaults, no fast math), so the two backends differ only where a compiler fused a multiply-add.
+// in FP32 with the CPU's constants (the bias corrections c = 1 / (1 - b^step) computed once on the host in
+// double and rounded to FP32, every other constant the FP32 argument) and the CPU's roundings, in its order:
+//   g = grad_scale * grad
+//   m = fma(b1, m, (1-b1) * g)
+//   v = fma(b2, v, ((1-b2) * g) * g)
+//   u = fma(weight_decay, param, (m * c1) / (sqrt(v * c2) + eps))
+//   param = fma(-lr, u, param)
+// written with the round-to-nearest intrinsics (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn, __fmaf_rn),
+// which nvcc never contracts into a multiply-add whatever -fmad says, and rounds as IEEE whatever -prec-div
+// and -prec-sqrt say (cuda/emu's versions keep the host compiler from contracting them too). So the device, the emulator and the CPU backend give
+// the same bits, and optimizer offload (AdamW on the host) equals AdamW here.
 // Layout: params (the FP32 masters), m and v are F32 and flat; grads is F32, BF16, F16 or FP8 (read times
 // its scale_inv). Each thread takes units of 8 consecutive elements: two 128-bit accesses per FP32
 // tensor and one for 2-byte gradients when every pointer is aligned (vector_access.cuh), grid-stride.
@@ -59,12 +67,13 @@ __global__ void __launch_bounds__(kThreads)
     load_values(m_ref, i, count, vector, mi);
     load_values(v_ref, i, count, vector, vi);
     for (int e = 0; e < kPack; ++e) {
-      const float gs = k.grad_scale * g[e];
-      mi[e] = k.beta1 * mi[e] + k.one_minus_beta1 * gs;
-      vi[e] = k.beta2 * vi[e] + k.one_minus_beta2 * gs * gs;
-      const float m_hat = mi[e] * k.inv_correction1;
-      const float v_hat = vi[e] * k.inv_correction2;
-      p[e] -= k.lr * (m_hat / (sqrtf(v_hat) + k.eps) + k.weight_decay * p[e]);
+      const float gs = __fmul_rn(k.grad_scale, g[e]);
+      mi[e] = __fmaf_rn(k.beta1, mi[e], __fmul_rn(k.one_minus_beta1, gs));
+      vi[e] = __fmaf_rn(k.beta2, vi[e], __fmul_rn(__fmul_rn(k.one_minus_beta2, gs), gs));
+      const float m_hat = __fmul_rn(mi[e], k.inv_correction1);
+      const float v_hat = __fmul_rn(vi[e], k.inv_correction2);
+      const float update = __fmaf_rn(k.weight_decay, p[e], __fdiv_rn(m_hat, __fadd_rn(__fsqrt_rn(v_hat), k.eps)));
+      p[e] = __fmaf_rn(-k.lr, update, p[e]);
     }
     store_values(p_ref, i, count, vector, p);
     store_values(m_ref, i, count, vector, mi);

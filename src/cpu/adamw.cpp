@@ -2,6 +2,18 @@
 //   g = grad_scale * grad;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   param -= lr * (m / (1-b1^step) / (sqrt(v / (1-b2^step)) + eps) + weight_decay * param)
 // params, grads, m and v share one dtype; the bias corrections are computed once in double.
+// Every operation rounds as written, in this order (fma: one rounding of a*b+c):
+//   g = grad_scale * grad
+//   m = fma(b1, m, (1-b1) * g)
+//   v = fma(b2, v, ((1-b2) * g) * g)
+//   u = fma(weight_decay, param, (m * c1) / (sqrt(v * c2) + eps))     c1, c2: 1 / (1 - b^step)
+//   param = fma(-lr, u, param)
+// cuda/kernels/adamw.cu computes the same expressions with the same roundings, so a GPU, the emulator
+// and this file give the same bits, and optimizer offload (AdamW here, on the host) equals AdamW on the
+// device. Nothing is left for a compiler to contract: each multiply-add is an explicit fma, and every
+// other product feeds a product, a square root, a division or an fma's addend, never a sum (g++ contracts
+// a*b+c by default with -march=native, nvcc with its default -fmad=true, and not alike).
+// tests/cpu/test_adamw.cpp checks the bits against a reference whose every rounding is forced.
 // The update streams 16 bytes per FP32 parameter in and 12 out, so it runs at memory speed only when
 // vectorised; GCC does not vectorise a loop containing std::sqrt while sqrt may set errno (our flags
 // keep -fmath-errno), so the body is written with std::experimental::simd (native width, e.g. 16 floats
@@ -48,14 +60,17 @@ struct AdamWConstants {
 // One element or one vector of elements; V is T or stdx::native_simd<T>.
 template <class V, class T>
 void adamw_element(V& param, const V& grad, V& m, V& v, const AdamWConstants<T>& k) {
+  using std::fma;
   using std::sqrt;
+  using stdx::fma;
   using stdx::sqrt;
   const V g = k.grad_scale * grad;
-  m = k.beta1 * m + k.one_minus_beta1 * g;
-  v = k.beta2 * v + k.one_minus_beta2 * g * g;
+  m = fma(V(k.beta1), m, k.one_minus_beta1 * g);
+  v = fma(V(k.beta2), v, (k.one_minus_beta2 * g) * g);
   const V m_hat = m * k.inv_correction1;
   const V v_hat = v * k.inv_correction2;
-  param -= k.lr * (m_hat / (sqrt(v_hat) + k.eps) + k.weight_decay * param);
+  const V update = fma(V(k.weight_decay), param, m_hat / (sqrt(v_hat) + k.eps));
+  param = fma(V(-k.lr), update, param);
 }
 
 template <class T>

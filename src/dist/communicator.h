@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gpt {
 
@@ -68,6 +69,8 @@ class Communicator {
   virtual int world_size() const = 0;
   virtual int local_rank() const = 0;  // rank among the processes on this node
   virtual int local_size() const = 0;  // processes on this node
+  // The world ranks of the processes on this node, by local rank: which ranks share this host's memory.
+  virtual std::vector<int> node_ranks() const = 0;
   // Whether the sum collectives take buffers of this dtype (MPI: f32, f64, i32; NCCL also bf16, f16).
   virtual bool sums(DType dtype) const { return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::I32; }
 
@@ -142,6 +145,7 @@ class ForwardingCommunicator : public Communicator {
   int world_size() const override { return inner_.world_size(); }
   int local_rank() const override { return inner_.local_rank(); }
   int local_size() const override { return inner_.local_size(); }
+  std::vector<int> node_ranks() const override { return inner_.node_ranks(); }
   bool sums(DType dtype) const override { return inner_.sums(dtype); }
   CommHandle all_reduce_sum_async(const Tensor& buf, CommStream stream = {}) override {
     return inner_.all_reduce_sum_async(buf, stream);

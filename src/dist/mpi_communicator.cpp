@@ -207,6 +207,8 @@ MpiCommunicator::~MpiCommunicator() {
   }
 }
 
+std::vector<int> MpiCommunicator::node_ranks() const { return state_->node_world_ranks; }
+
 CommHandle MpiCommunicator::all_reduce_sum_async(const Tensor& buf, CommStream) {
   const char* op = "all_reduce_sum";
   check_host(op, buf);

@@ -49,6 +49,7 @@ class MpiCommunicator final : public Communicator {
   int world_size() const override { return world_size_; }
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
+  std::vector<int> node_ranks() const override;
 
   CommHandle all_reduce_sum_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle reduce_scatter_sum_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;

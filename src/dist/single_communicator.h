@@ -14,6 +14,7 @@ class SingleCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   int local_rank() const override { return 0; }
   int local_size() const override { return 1; }
+  std::vector<int> node_ranks() const override { return {0}; }
 
   CommHandle all_reduce_sum_async(const Tensor& buf, CommStream stream = {}) override;
   CommHandle reduce_scatter_sum_async(const Tensor& in, const Tensor& out, CommStream stream = {}) override;

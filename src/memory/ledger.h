@@ -31,7 +31,9 @@ struct MemoryLedger {
   // Non-zero under memory.offload: optimizer, where the FP32 masters (host_parameters), the gradients' host
   // copy AdamW reads (host_gradients, in precision.grad_dtype) and the AdamW moments (host_optimizer, while
   // the device's `optimizer` is 0) live in host memory. On a backend whose device memory is the host's
-  // (the CPU) both columns are the same RAM and a check of the machine adds them.
+  // (the CPU) both columns are the same RAM and a check of the machine adds them. Under data parallelism a
+  // ledger is one rank's (data_parallel_ledger): with ZeRO-1 its host column is that rank's shard, and the
+  // check adds the ledgers of the ranks that share a node.
   uint64_t host_parameters = 0;
   uint64_t host_gradients = 0;
   uint64_t host_optimizer = 0;

@@ -156,6 +156,7 @@ DataParallelMemory data_parallel_memory(const ModelConfig& model, int ranks, int
 
   if (zero_stage == 0) {
     out.optimizer = 2 * layout.arena_layout().total_bytes();
+    out.rank_optimizer.assign(static_cast<size_t>(ranks), out.optimizer);
     return out;
   }
   // Rank r's AdamW moments: one buffer per piece of its chunk of each bucket, split at the tensors' boundaries.
@@ -168,9 +169,30 @@ DataParallelMemory data_parallel_memory(const ModelConfig& model, int ranks, int
         if (begin < end) moments.add(layout.arena_layout().buffer(s.tensor).name, {end - begin}, DType::F32);
       }
     }
-    out.optimizer = std::max<uint64_t>(out.optimizer, 2 * moments.total_bytes());
+    out.rank_optimizer.push_back(2 * moments.total_bytes());
+    out.optimizer = std::max(out.optimizer, out.rank_optimizer.back());
   }
   return out;
+}
+
+MemoryLedger data_parallel_ledger(const Config& config, const RecomputePolicy& policy, int batch_size,
+                                  const BackendCapabilities& backend, int ranks, int rank) {
+  GPT_CHECK(rank >= 0 && rank < ranks, "data_parallel_ledger: rank {} of {}", rank, ranks);
+  MemoryLedger ledger = ledger_for(config, policy, batch_size, backend);
+  // Every rank holds the same LoRA adapters and their state (ZeRO-1 refuses LoRA); their buckets, a few rank-wide
+  // matrices, are left out.
+  if (config.finetune.lora()) return ledger;
+  const DataParallelMemory dp = data_parallel_memory(config.model, ranks, config.dist.zero, reduce_dtype(config));
+  ledger.communication = dp.communication;
+  const uint64_t moments = dp.rank_optimizer[static_cast<size_t>(rank)];
+  if (config.memory.offload != "optimizer") {
+    ledger.optimizer = moments;
+  } else if (config.dist.zero == 1) {
+    ledger.host_optimizer = moments;
+    ledger.host_parameters = moments / 2;
+    ledger.host_gradients = moments / 2;
+  }
+  return ledger;
 }
 
 MemoryLedger variant_ledger(const LeverVariant& v, const BackendCapabilities& backend) {

@@ -40,12 +40,21 @@ struct Lever {
 // ZeRO-1 to 64 x ranks, so each rank owns an equal chunk of every bucket and keeps AdamW moments for its chunks.
 struct DataParallelMemory {
   uint64_t optimizer = 0;      // AdamW m and v of the rank that owns the most elements
+  std::vector<uint64_t> rank_optimizer;  // each rank's AdamW m and v (without ZeRO: all equal, the whole model's)
   uint64_t communication = 0;  // bucket, shard and scalar buffers
   double bytes_sent_per_step = 0.0;  // per rank, ring collectives (DataParallel::bytes_sent_per_step)
 };
 // reduce_dtype: the buckets' format (dist.reduce_dtype). Throws for zero_stage other than 0 or 1 and for
 // ranks < 2 (one rank has no data-parallel buffers).
 DataParallelMemory data_parallel_memory(const ModelConfig& model, int ranks, int zero_stage, DType reduce_dtype);
+
+// Rank `rank`'s ledger in a data-parallel run of `ranks` (>= 2): ledger_for, with that rank's AdamW state and the
+// data-parallel buffers. Under memory.offload: optimizer with ZeRO-1 the host column is the rank's shard: its FP32
+// masters, the FP32 copy of its reduce-scattered gradients and its moments (make_optimizer's host arenas, laid out
+// as its AdamW moments are); without ZeRO every rank's host holds the whole model's, as on one rank. Under LoRA,
+// ledger_for's (every rank holds the same adapters).
+MemoryLedger data_parallel_ledger(const Config& config, const RecomputePolicy& policy, int batch_size,
+                                  const BackendCapabilities& backend, int ranks, int rank);
 
 // The ledger of a variant: ledger_for on its config, and with ranks > 1 the optimizer state and buffers of
 // data_parallel_memory (what the trainer puts into the ledger it logs).

@@ -24,28 +24,51 @@ std::optional<HostMemory> host_memory() {
   return m;
 }
 
-void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory& host, bool device_memory_is_host) {
-  const uint64_t needed = ledger.host_total() + (device_memory_is_host ? ledger.total() : 0);
+void check_fits_host_memory(std::span<const MemoryLedger> node_ledgers, const HostMemory& host,
+                            bool device_memory_is_host) {
+  GPT_CHECK(!node_ledgers.empty(), "check_fits_host_memory: no rank on this node");
+  // The node's ranks summed component by component, so the message says what the whole host must hold.
+  MemoryLedger sum;
+  for (const MemoryLedger& l : node_ledgers) {
+    sum.parameters += l.parameters;
+    sum.frozen_weights += l.frozen_weights;
+    sum.adapter_scratch += l.adapter_scratch;
+    sum.compute_weights += l.compute_weights;
+    sum.gradients += l.gradients;
+    sum.optimizer += l.optimizer;
+    for (int u = 0; u < kActivationUses; ++u) sum.activation[u] += l.activation[u];
+    sum.communication += l.communication;
+    sum.backend_workspace += l.backend_workspace;
+    sum.host_parameters += l.host_parameters;
+    sum.host_gradients += l.host_gradients;
+    sum.host_optimizer += l.host_optimizer;
+  }
+  const uint64_t needed = sum.host_total() + (device_memory_is_host ? sum.total() : 0);
   if (needed <= host.available) return;
+  const size_t ranks = node_ledgers.size();
+  const std::string who = ranks > 1 ? fmt::format("the {} ranks on this node need", ranks) : "the run needs";
   const std::string offloaded =
-      ledger.host_total() > 0
-          ? fmt::format("memory.offload: optimizer keeps {} on the host (FP32 masters {}, gradients {}, AdamW {})",
-                        format_bytes(ledger.host_total()), format_bytes(ledger.host_parameters),
-                        format_bytes(ledger.host_gradients), format_bytes(ledger.host_optimizer))
+      sum.host_total() > 0
+          ? fmt::format("memory.offload: optimizer keeps {} on the host (FP32 masters {}, gradients {}, AdamW {}{})",
+                        format_bytes(sum.host_total()), format_bytes(sum.host_parameters),
+                        format_bytes(sum.host_gradients), format_bytes(sum.host_optimizer),
+                        ranks > 1 ? ", over its ranks" : "")
           : "";
   if (!device_memory_is_host)
-    GPT_FAIL("the run needs {} of host memory: {}, more than the {} this machine has available ({} in all); set "
-             "memory.offload: none where the device can hold the optimizer, shard it over more ranks (dist.zero: 1), "
+    GPT_FAIL("{} {} of host memory: {}, more than the {} this machine has available ({} in all); set "
+             "memory.offload: none where the device can hold the optimizer, shard it over more ranks (dist.zero: 1){}, "
              "or make the model smaller",
-             format_bytes(needed), offloaded, format_bytes(host.available), format_bytes(host.total));
-  GPT_FAIL("the run needs {} (parameters {}, gradients {}, AdamW {}, activations {}{}{}{}), more than the {} this machine "
+             who, format_bytes(needed), offloaded, format_bytes(host.available), format_bytes(host.total),
+             ranks > 1 ? ", spread the ranks over more nodes" : "");
+  GPT_FAIL("{} {} (parameters {}, gradients {}, AdamW {}, activations {}{}{}{}), more than the {} this machine "
            "has available ({} in all); make the model or train.batch_size smaller, or set recompute.mode: full or a "
-           "memory.budget (gpt-train plan CONFIG shows each choice's memory){}",
-           format_bytes(needed), format_bytes(ledger.parameters + ledger.compute_weights), format_bytes(ledger.gradients),
-           format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
-           ledger.communication > 0 ? ", communication " + format_bytes(ledger.communication) : "",
-           ledger.backend_workspace > 0 ? ", backend workspace " + format_bytes(ledger.backend_workspace) : "",
+           "memory.budget (gpt-train plan CONFIG shows each choice's memory){}{}",
+           who, format_bytes(needed), format_bytes(sum.parameters + sum.compute_weights), format_bytes(sum.gradients),
+           format_bytes(sum.optimizer), format_bytes(sum.activations()),
+           sum.communication > 0 ? ", communication " + format_bytes(sum.communication) : "",
+           sum.backend_workspace > 0 ? ", backend workspace " + format_bytes(sum.backend_workspace) : "",
            offloaded.empty() ? "" : "; " + offloaded, format_bytes(host.available), format_bytes(host.total),
+           ranks > 1 ? ", or start fewer ranks on a node" : "",
            offloaded.empty() ? "" : "; on this backend host and device memory are one, so memory.offload saves nothing: "
                                     "set memory.offload: none");
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,17 @@ struct HostMemory {
 // From /proc/meminfo; nullopt where it cannot be read.
 std::optional<HostMemory> host_memory();
 
-// Throws, naming what the run needs by component and what the machine has, when the host memory the ledger
-// plans is more than the memory available: its host column (memory.offload), plus its device column on a
-// backend whose device memory is the host's (BackendCapabilities::device_memory_is_host).
-void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory& host, bool device_memory_is_host);
+// Throws, naming what the run needs by component and what the machine has, when the host memory the ledgers
+// plan is more than the memory available: their host columns (memory.offload), plus their device columns on a
+// backend whose device memory is the host's (BackendCapabilities::device_memory_is_host). node_ledgers: one
+// per rank on this node (Communicator::node_ranks), which all take their memory from this host; with ZeRO-1
+// each holds only its shard (data_parallel_ledger).
+void check_fits_host_memory(std::span<const MemoryLedger> node_ledgers, const HostMemory& host,
+                            bool device_memory_is_host);
+// One process on its host.
+inline void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory& host, bool device_memory_is_host) {
+  check_fits_host_memory(std::span<const MemoryLedger>(&ledger, 1), host, device_memory_is_host);
+}
 
 // The first step's check of the ledger: one line per measured component (activations, backend
 // workspace) and one for their sum, each planned beside measured; equal when every line agrees.

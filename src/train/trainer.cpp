@@ -14,6 +14,7 @@
 #include "io/lora_adapters.h"
 #include "io/optimizer_shards.h"
 #include "memory/arena_usage.h"
+#include "memory/levers.h"
 #include "memory/planner.h"
 #include "report/run_report.h"
 #include "train/data_check.h"
@@ -136,8 +137,15 @@ RecomputePolicy Trainer::plan() {
   }
   recipe_ = precision_recipe(config_.precision);
   recipe_.validate(config_.model.n_layer);
-  if (const auto host = host_memory())
-    check_fits_host_memory(ledger_for(config_, policy, t.batch_size, backend), *host, backend.device_memory_is_host);
+  if (const auto host = host_memory()) {
+    // Every rank on this node takes its memory from this host; under ZeRO-1 each holds only its shard.
+    std::vector<MemoryLedger> node;
+    for (const int rank : comm_->node_ranks())
+      node.push_back(comm_->world_size() > 1
+                         ? data_parallel_ledger(config_, policy, t.batch_size, backend, comm_->world_size(), rank)
+                         : ledger_for(config_, policy, t.batch_size, backend));
+    check_fits_host_memory(node, *host, backend.device_memory_is_host);
+  }
   return policy;
 }
 

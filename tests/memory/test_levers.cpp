@@ -83,6 +83,11 @@ class LayoutOnlyCommunicator : public Communicator {
   int world_size() const override { return ranks_; }
   int local_rank() const override { return rank_; }
   int local_size() const override { return ranks_; }
+  std::vector<int> node_ranks() const override {
+    std::vector<int> all(static_cast<size_t>(ranks_));
+    for (int r = 0; r < ranks_; ++r) all[static_cast<size_t>(r)] = r;
+    return all;
+  }
   CommHandle all_reduce_sum_async(const Tensor&, CommStream) override { GPT_FAIL("layout-only communicator"); }
   CommHandle reduce_scatter_sum_async(const Tensor&, const Tensor&, CommStream) override {
     GPT_FAIL("layout-only communicator");
@@ -253,6 +258,46 @@ TEST(Levers, ZeroOneShardsTheOptimizerStateByTheRankCountWithBucketPadding) {
   const LeverRow& two = row_named(table, "ZeRO-1 on 2 ranks");
   EXPECT_GE(two.bytes_sent_per_step, 4.0 * static_cast<double>(n));
   EXPECT_LT(two.bytes_sent_per_step, 4.0 * static_cast<double>(n + 128 * buckets) + 1.0);
+}
+
+// The host-memory check adds up the ledgers of a node's ranks, so each must be its own rank's: under ZeRO-1 with
+// offload the host holds the rank's shard of masters, gradients' copy and moments, as make_optimizer lays them out.
+TEST(Levers, TheDataParallelLedgerIsEachRanksOwnStateOnTheHostAndTheDevice) {
+  Config c = lever_config();
+  const RecomputePolicy policy = resolve_recompute(c.recompute, c.model.n_layer);
+  cpu::CpuBackend backend(1);
+  GPT model(c.model, 1, c.train.seq_len, backend);
+  const MemoryLedger whole = ledger_of(c);
+  for (const int ranks : {2, 3}) {
+    for (int r = 0; r < ranks; ++r) {
+      SCOPED_TRACE(testing::Message() << "rank " << r << " of " << ranks);
+      LayoutOnlyCommunicator comm(r, ranks);
+      c.dist.zero = 1;
+      c.memory.offload = "optimizer";
+      DataParallel zero(model, comm, 1);
+      const AdamW offloaded(c.optim, model.parameter_layout(), backend, zero.optimizer_ranges(), backend, DType::F32);
+      const MemoryLedger sharded = data_parallel_ledger(c, policy, c.train.batch_size, capabilities(), ranks, r);
+      EXPECT_EQ(sharded.host_parameters, offloaded.host_master_bytes());
+      EXPECT_EQ(sharded.host_gradients, offloaded.host_gradient_bytes());
+      EXPECT_EQ(sharded.host_optimizer, offloaded.state_bytes());
+      EXPECT_LT(sharded.host_total(), whole.parameters * 4 / static_cast<uint64_t>(ranks) + (64u << 10));
+      EXPECT_EQ(sharded.optimizer, 0u);
+      EXPECT_EQ(sharded.communication, zero.buffer_bytes());
+
+      c.memory.offload = "none";
+      const AdamW on_device(c.optim, model.parameter_layout(), backend, zero.optimizer_ranges());
+      const MemoryLedger device = data_parallel_ledger(c, policy, c.train.batch_size, capabilities(), ranks, r);
+      EXPECT_EQ(device.optimizer, on_device.state_bytes());
+      EXPECT_EQ(device.host_total(), 0u);
+
+      // Without ZeRO every rank's host holds the whole model's masters, gradients and moments.
+      c.dist.zero = 0;
+      c.memory.offload = "optimizer";
+      const MemoryLedger replicated = data_parallel_ledger(c, policy, c.train.batch_size, capabilities(), ranks, r);
+      EXPECT_EQ(replicated.host_total(), whole.parameters + whole.gradients + whole.optimizer);
+      c.memory.offload = "none";
+    }
+  }
 }
 
 TEST(Levers, AccumulationRowsKeepTheGlobalBatch) {

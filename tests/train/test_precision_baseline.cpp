@@ -4,6 +4,10 @@
 // Where a change of arithmetic order is expected the variant says so and compares against a tolerance
 // instead of bitwise; everything else must be bit for bit what it was. Both with precision.cpu_narrow_matmul
 // exact (the FP32 engine, which the baseline ran) and, where oneDNN's native BF16 matmul runs, native.
+// The bitwise rows were recorded again when AdamW wrote its multiply-adds as explicit fmas (src/cpu/adamw.cpp),
+// where g++ had contracted them its own way: the masters moved in their last bits, the losses by at most
+// 2.0e-9 relative (fp32; bf16 and fp16 losses unchanged, fp16's gradient norm 1.6e-7). The tolerance rows
+// keep the emulation's values: the new roundings stay far inside their tolerance.
 #include "train/trainer.h"
 
 #include "config/config_loader.h"
@@ -120,14 +124,14 @@ Record run_variant(const Variant& v, const char* cpu_narrow_matmul) {
   return r;
 }
 
-// Recorded before the change (see the file comment).
+// Recorded before the change, the bitwise rows again after AdamW's (see the file comment).
 const std::vector<Record> kBaseline = {
-    {{0x40067965d36a6d4eull, 0x40061db757baf75full, 0x40059a6aad4da9b5ull, 0x400508a87d7baf76ull}, {0x400056335ba1112cull, 0x3ffc9872c6dd3507ull, 0x3ff6a6e932dae033ull, 0x3ff614bda1de7930ull}, 0x19d3d50401461e87ull},  // fp32
-    {{0x40067965d36a6d4eull, 0x40061db757baf75full, 0x40059a6aad4da9b5ull, 0x400508a87d7baf76ull}, {0x400056335ba1112cull, 0x3ffc9872c6dd3507ull, 0x3ff6a6e932dae033ull, 0x3ff614bda1de7930ull}, 0x19d3d50401461e87ull},  // fp32-full
-    {{0x400679704678cf1aull, 0x40061e0b633c678dull, 0x40059ae44e05c0b8ull, 0x400508ac72b2564bull}, {0x4000581b8879b219ull, 0x3ffc9c12dff54cb7ull, 0x3ff69cefcae94146ull, 0x3ff6141484952cd7ull}, 0xa103e7db6fed362aull},  // bf16
-    {{0x400679704678cf1aull, 0x40061e0b633c678dull, 0x40059ae44e05c0b8ull, 0x400508ac72b2564bull}, {0x4000581b8879b219ull, 0x3ffc9c12dff54cb7ull, 0x3ff69cefcae94146ull, 0x3ff6141484952cd7ull}, 0xa103e7db6fed362aull},  // bf16-selective
+    {{0x40067965d36a6d4eull, 0x40061db757baf75full, 0x40059a6aada9b537ull, 0x400508a87cc39873ull}, {0x400056335ba1112cull, 0x3ffc9872c6dd3507ull, 0x3ff6a6e932dae033ull, 0x3ff614bda1de7930ull}, 0xab3f1580d553d60cull},  // fp32
+    {{0x40067965d36a6d4eull, 0x40061db757baf75full, 0x40059a6aada9b537ull, 0x400508a87cc39873ull}, {0x400056335ba1112cull, 0x3ffc9872c6dd3507ull, 0x3ff6a6e932dae033ull, 0x3ff614bda1de7930ull}, 0xab3f1580d553d60cull},  // fp32-full
+    {{0x400679704678cf1aull, 0x40061e0b633c678dull, 0x40059ae44e05c0b8ull, 0x400508ac72b2564bull}, {0x4000581b8879b219ull, 0x3ffc9c12dff54cb7ull, 0x3ff69cefcae94146ull, 0x3ff6141484952cd7ull}, 0x8269eb0a9a4bce1cull},  // bf16
+    {{0x400679704678cf1aull, 0x40061e0b633c678dull, 0x40059ae44e05c0b8ull, 0x400508ac72b2564bull}, {0x4000581b8879b219ull, 0x3ffc9c12dff54cb7ull, 0x3ff69cefcae94146ull, 0x3ff6141484952cd7ull}, 0x8269eb0a9a4bce1cull},  // bf16-selective
     {{0x400679704678cf1aull, 0x40061df9c05c0b81ull, 0x40059af60da9b537ull, 0x400508784ebdd7bbull}, {0x40005879629557e3ull, 0x3ffc9be00d5a3d10ull, 0x3ff69b001c4fcdadull, 0x3ff61386619ceae7ull}, 0x6e855489b8489528ull},  // bf16-grad-bf16
-    {{0x4006796674228451ull, 0x40061db3205c0b81ull, 0x40059a6918730e62ull, 0x400508a18398730eull}, {0x40005641506a7454ull, 0x3ffc981ce32021b4ull, 0x3ff6a6ebabbc1376ull, 0x3ff614b43660d387ull}, 0xe755b362b157ea18ull},  // fp16
+    {{0x4006796674228451ull, 0x40061db3205c0b81ull, 0x40059a6918730e62ull, 0x400508a18398730eull}, {0x40005641506a7454ull, 0x3ffc981ce32021b4ull, 0x3ff6a6ebabbc1376ull, 0x3ff614b3fc68d558ull}, 0x93c101bbe43ea66aull},  // fp16
     {{0x4006796674228451ull, 0x40061db1ef19e33cull, 0x40059a6ce05c0b81ull, 0x400508a9f7baf75full}, {0x400056352210ad61ull, 0x3ffc97f990a4e811ull, 0x3ff6a6d2af14ab8bull, 0x3ff614809546598full}, 0xfa640de366bd1ab0ull},  // fp16-grad-f16
     {{0x40067b2cd02e05c1ull, 0x40061f6d24508a11ull, 0x40059b4a06d4da9bull, 0x40050928908a1142ull}, {0x400058afb5d325f1ull, 0x3ffca89117f8400bull, 0x3ff6a3851e526bc3ull, 0x3ff61b7d8d3ddb71ull}, 0x9b2ec04928c4866ull},  // fp8
     {{0x40067b2cd02e05c1ull, 0x40061ef06f75eebeull, 0x40059b2ed5eebdd8ull, 0x4005096efe8fd1faull}, {0x40005862810b0ad8ull, 0x3ffca2aeafc1a279ull, 0x3ff6b0c4922ee4f4ull, 0x3ff5fd54a7ffaa8bull}, 0x1e14421e670e311eull},  // fp8-e5m2

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace gpt::test {
 namespace {
 
@@ -44,6 +46,28 @@ TEST(StartChecks, ARunLargerThanTheMachineIsRefusedByComponentBeforeAllocating) 
   check_fits_host_memory(ledger, {64u << 20, 32u << 20}, true);
   EXPECT_NE(error_message([&] { check_fits_host_memory(ledger, {64u << 20, 8u << 20}, true); })
                 .find("the run needs 9.0 MiB (parameters 3.0 MiB, gradients 0 B, AdamW 6.0 MiB"),
+            std::string::npos);
+}
+
+// The ranks on one node share its memory: the check adds their ledgers (each its own rank's: under ZeRO-1 its
+// shard, data_parallel_ledger), so two ranks that would each fit alone are refused together.
+TEST(StartChecks, TheRanksOfANodeAreCheckedTogetherAgainstItsMemory) {
+  MemoryLedger shard;
+  shard.parameters = 1u << 20;
+  shard.host_parameters = 2u << 20;
+  shard.host_gradients = 2u << 20;
+  shard.host_optimizer = 4u << 20;
+  const std::vector<MemoryLedger> node = {shard, shard};
+  check_fits_host_memory(shard, {64u << 20, 10u << 20}, false);
+  check_fits_host_memory(node, {64u << 20, 16u << 20}, false);
+  const std::string message = error_message([&] { check_fits_host_memory(node, {64u << 20, 10u << 20}, false); });
+  for (const char* part : {"the 2 ranks on this node need 16.0 MiB of host memory", "FP32 masters 4.0 MiB",
+                           "AdamW 8.0 MiB, over its ranks", "spread the ranks over more nodes"})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
+  // Where device memory is the host's, each rank's device column is in it too.
+  check_fits_host_memory(node, {64u << 20, 18u << 20}, true);
+  EXPECT_NE(error_message([&] { check_fits_host_memory(node, {64u << 20, 17u << 20}, true); })
+                .find("the 2 ranks on this node need 18.0 MiB (parameters 2.0 MiB"),
             std::string::npos);
 }
 

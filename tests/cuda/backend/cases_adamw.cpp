@@ -1,11 +1,15 @@
 // Op table cases of adamw_update (cuda/kernels/adamw.cu): FP32 masters and moments with gradients in
 // every float format the CPU accepts (FP8 with scaling state: read times its scale_inv), odd sizes, an
 // unaligned range (what a ZeRO shard's view can be), three steps in a row (the bias corrections change
-// with the step), weight decay on and off, a gradient scale.
+// with the step), weight decay on and off, a gradient scale. Every case is bitwise (tolerance 0): both
+// backends write each multiply-add as an fma and round every other operation on its own, in one order
+// (src/cpu/adamw.cpp), so a GPU, the emulator and the CPU agree to the bit.
 #include "cuda/backend/op_table.h"
 
 namespace gpt::test {
 namespace {
+
+constexpr double kBitwise = 0.0;
 
 bool is_fp8(DType f) { return f == DType::E4M3 || f == DType::E5M2; }
 
@@ -37,7 +41,8 @@ std::vector<OpCase> cases() {
                          Tensor m = b.accumulated(dims, DType::F32, -1e-2f, 1e-2f);
                          Tensor v = b.accumulated(dims, DType::F32, 0.0f, 1e-3f);
                          steps(b, params, grads, m, v, weight_decay);
-                       }});
+                       },
+                       kBitwise});
       }
     }
     out.push_back({fmt::format("adamw_update/grads-{}/unaligned", format_tag(g)), [=](OpBench& b) {
@@ -46,7 +51,8 @@ std::vector<OpCase> cases() {
                      Tensor m = b.accumulated({4099}, DType::F32, -1e-2f, 1e-2f);
                      Tensor v = b.accumulated({4099}, DType::F32, 0.0f, 1e-3f);
                      steps(b, params.elements(1, 4098), grads.elements(1, 4098), m.elements(1, 4098), v.elements(1, 4098), 0.1f);
-                   }});
+                   },
+                   kBitwise});
   }
   return out;
 }

@@ -21,7 +21,8 @@ namespace {
 // The one place the table's tolerances live: |cuda - cpu| <= rtol * (|cpu| + rms(cpu output)). A narrow
 // output may differ by one unit in its last place (the two backends' FP32 results differ in the last
 // bits and may fall either side of a rounding boundary): 2^-7 for BF16, 2^-10 F16, 2^-3 E4M3, 2^-2 E5M2,
-// with margin. FP32 outputs differ only by the order of FP32 arithmetic.
+// with margin. FP32 outputs differ only by the order of FP32 arithmetic. A case whose arithmetic both
+// backends fix operation by operation asks for 0 (OpCase::tolerance_scale): the CPU's bits exactly.
 double relative_tolerance(DType dtype) {
   switch (dtype) {
     case DType::F32: return 1e-5;

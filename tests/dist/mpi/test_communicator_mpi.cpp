@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <numeric>
 #include <thread>
+#include <vector>
 
 namespace gpt::test {
 namespace {
@@ -17,6 +18,10 @@ TEST(MpiCommunicator, RanksAndLocalRanks) {
   EXPECT_GE(c.world_size(), 2);
   EXPECT_GE(c.rank(), 0);
   EXPECT_LT(c.local_rank(), c.local_size());
+  // The node's ranks by local rank: this one at its local rank (the host-memory check sums them).
+  const std::vector<int> node = c.node_ranks();
+  ASSERT_EQ(static_cast<int>(node.size()), c.local_size());
+  EXPECT_EQ(node[static_cast<size_t>(c.local_rank())], c.rank());
   int32_t ranks = c.rank();
   c.all_reduce_sum(Tensor(&ranks, {1}, DType::I32));
   EXPECT_EQ(ranks, c.world_size() * (c.world_size() - 1) / 2);
