@@ -260,8 +260,11 @@ std::vector<int> Gpt2Tokenizer::encode(std::string_view text) const {
   std::vector<int> out;
   out.reserve(text.size() / 3);
   // Pieces are views into text, which outlives the call; each cached piece's ids lie in pool[begin, end).
+  // Sized for the text's pieces up front (about one per 4 bytes), so neither rehashes nor regrows.
   std::unordered_map<std::string_view, std::pair<size_t, size_t>> cache;
+  cache.reserve(std::min(text.size() / 4, kMaxCachedPieces));
   std::vector<int> pool;
+  pool.reserve(std::min(text.size() / 3, kMaxCachedPieces));
   PieceScratch scratch;
   Gpt2PreTokenizer pre(text);
   std::string_view piece;
