@@ -290,16 +290,12 @@ std::vector<int> Gpt2Tokenizer::encode(std::string_view text) const {
 }
 
 std::string Gpt2Tokenizer::decode(std::span<const int> tokens) const {
-  // The ids are checked and the text's length summed first, so the text is allocated once.
-  size_t bytes = 0;
+  std::string text;
   for (size_t i = 0; i < tokens.size(); ++i) {
     GPT_CHECK(tokens[i] >= 0 && tokens[i] < vocab_size(), "gpt2 tokenizer cannot decode token {} at index {}: ids "
               "are 0..{}", tokens[i], i, vocab_size() - 1);
-    bytes += token_bytes_[static_cast<size_t>(tokens[i])].size();
+    text += token_bytes_[static_cast<size_t>(tokens[i])];
   }
-  std::string text;
-  text.reserve(bytes);
-  for (const int t : tokens) text += token_bytes_[static_cast<size_t>(t)];
   return text;
 }
 
