@@ -14,6 +14,9 @@ seconds="${1:-${GPT_FUZZ_SECONDS:-20}}"
 [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS per target], got '$seconds'" >&2; exit 2; }
 targets=(config_loader token_shard checkpoint byte_tokenizer safetensors gpt2_tokenizer)
 GPT_SANITIZE_TARGETS="${targets[*]/#/fuzz_}" "$root/scripts/sanitize.sh" --build-only
+# The checkpoint target's whole-directory mode writes a manifest per input into a scratch directory under
+# TMPDIR; on tmpfs that cost 12-15% less CPU per execution than on ext4 (interleaved, load 6).
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
 # Reports name functions, files and lines: clang 16's runtime looks for llvm-symbolizer-16 (install_fuzz_deps.sh).
 export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-/usr/lib/llvm-16/bin/llvm-symbolizer}"
 export UBSAN_SYMBOLIZER_PATH="${UBSAN_SYMBOLIZER_PATH:-$ASAN_SYMBOLIZER_PATH}"

@@ -75,9 +75,9 @@ bool is_known_key(const std::string& name) {
 std::string key_hint(const std::string& name) {
   std::string hint = did_you_mean(name, known_keys().keys);
   if (!hint.empty()) return hint;
-  std::string bare = name.substr(name.find('.') + 1);
+  const std::string_view bare = std::string_view(name).substr(name.find('.') + 1);
   for (const auto& k : known_keys().keys)
-    if (k.substr(k.find('.') + 1) == bare) return fmt::format(" (did you mean '{}'?)", k);
+    if (std::string_view(k).substr(k.find('.') + 1) == bare) return fmt::format(" (did you mean '{}'?)", k);
   return "";
 }
 

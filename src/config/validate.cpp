@@ -12,6 +12,9 @@
 #include <cctype>
 #include <numeric>
 #include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace gpt::config_detail {
 
@@ -29,20 +32,42 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// Optimal string alignment distance: Levenshtein plus adjacent transpositions ("modle" -> "model" is 1).
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions: "modle" -> "model" is 1),
+// capped at limit + 1. A cell d[i][j] is at least |i - j|, so only the band |i - j| <= limit can hold a
+// distance within the limit (Ukkonen's cut-off), and the rows live in three buffers (a transposition
+// looks two rows back) that the caller reuses across candidates. The full table, a row allocated per
+// character for each of ~150 keys, made the hint for an unknown key most of the config fuzzer's time.
+class CappedEditDistance {
+ public:
+  explicit CappedEditDistance(size_t limit) : limit_(limit) {}
+
+  size_t operator()(std::string_view a, std::string_view b) {
+    const size_t over = limit_ + 1;
+    if (std::max(a.size(), b.size()) - std::min(a.size(), b.size()) > limit_) return over;
+    for (auto* row : {&before_, &above_, &here_}) row->assign(b.size() + 1, over);
+    for (size_t j = 0; j <= std::min(b.size(), limit_); ++j) above_[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      // Row i is read at lo - 1 ... hi + 1 (as row i - 1 of the next row, and back two): those cells are
+      // written, so the buffers' older values never count.
+      const size_t lo = i > limit_ ? i - limit_ : 1, hi = std::min(b.size(), i + limit_);
+      here_[lo - 1] = lo == 1 && i <= limit_ ? i : over;
+      for (size_t j = lo; j <= hi; ++j) {
+        const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+        size_t d = std::min({above_[j] + 1, here_[j - 1] + 1, above_[j - 1] + cost});
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d = std::min(d, before_[j - 2] + 1);
+        here_[j] = std::min(d, over);
+      }
+      if (hi + 1 <= b.size()) here_[hi + 1] = over;
+      std::swap(before_, above_);
+      std::swap(above_, here_);
     }
+    return above_[b.size()];
   }
-  return d[a.size()][b.size()];
-}
+
+ private:
+  size_t limit_;
+  std::vector<size_t> before_, above_, here_;  // rows i - 2, i - 1 and i
+};
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -151,8 +176,10 @@ std::string nearby_divisors(int n, int k) {
 }  // namespace
 
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
-  std::string w = lower(word);
+  const std::string w = lower(word);
   const size_t limit = std::max<size_t>(1, std::min<size_t>(3, (w.size() + 1) / 3));
+  CappedEditDistance edit_distance(limit);
+  std::string c_lower;
   std::string best;
   size_t best_d = SIZE_MAX;
   for (const auto& c : candidates) {
@@ -160,7 +187,9 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
     // answer, and keeps a long unknown key (a hostile or garbled config) from costing its length times every
     // key's (closest_match was 60% of the config fuzzer's time).
     if (std::max(w.size(), c.size()) - std::min(w.size(), c.size()) > limit) continue;
-    size_t d = edit_distance(w, lower(c));
+    c_lower.assign(c);
+    for (char& ch : c_lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const size_t d = edit_distance(w, c_lower);
     if (d < best_d) best_d = d, best = c;
   }
   return best_d <= limit ? best : std::string();

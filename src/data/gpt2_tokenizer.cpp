@@ -199,23 +199,24 @@ void Gpt2Tokenizer::load(const std::string& vocab_json, const std::string& vocab
 // rank are merged before the pairs they create are queued, which is the "all occurrences" step exactly.
 // An entry is stale when either symbol has changed since it was queued; a merge always changes the left
 // symbol's id, so comparing ids is enough.
-std::vector<int> Gpt2Tokenizer::encode_piece(std::string_view piece) const {
+void Gpt2Tokenizer::encode_piece_into(std::string_view piece, PieceScratch& scratch, std::vector<int>& out) const {
   const int m = static_cast<int>(piece.size());
-  std::vector<int> id(static_cast<size_t>(m));
-  std::vector<int> next(static_cast<size_t>(m));
-  std::vector<int> prev(static_cast<size_t>(m));
+  std::vector<int>& id = scratch.id;
+  std::vector<int>& next = scratch.next;
+  std::vector<int>& prev = scratch.prev;
+  id.resize(static_cast<size_t>(m));
+  next.resize(static_cast<size_t>(m));
+  prev.resize(static_cast<size_t>(m));
   for (int i = 0; i < m; ++i) {
     id[i] = byte_token_[static_cast<unsigned char>(piece[static_cast<size_t>(i)])];
     prev[i] = i - 1;
     next[i] = i + 1 < m ? i + 1 : -1;
   }
-  struct Candidate {
-    int rank, pos, left, right;
-  };
   const auto after = [](const Candidate& a, const Candidate& b) {
     return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
   };
-  std::vector<Candidate> heap;
+  std::vector<Candidate>& heap = scratch.heap;
+  heap.clear();
   const auto push = [&](int p) {
     if (p < 0 || next[p] < 0) return;
     const auto it = merges_.find(pair_key(id[p], id[next[p]]));
@@ -224,7 +225,7 @@ std::vector<int> Gpt2Tokenizer::encode_piece(std::string_view piece) const {
     std::push_heap(heap.begin(), heap.end(), after);
   };
   for (int p = 0; p + 1 < m; ++p) push(p);
-  std::vector<int> merged;
+  std::vector<int>& merged = scratch.merged;
   while (!heap.empty()) {
     const int rank = heap.front().rank;
     merged.clear();
@@ -245,8 +246,13 @@ std::vector<int> Gpt2Tokenizer::encode_piece(std::string_view piece) const {
       push(p);
     }
   }
-  std::vector<int> out;
   for (int p = m > 0 ? 0 : -1; p >= 0; p = next[p]) out.push_back(id[p]);
+}
+
+std::vector<int> Gpt2Tokenizer::encode_piece(std::string_view piece) const {
+  PieceScratch scratch;
+  std::vector<int> out;
+  encode_piece_into(piece, scratch, out);
   return out;
 }
 
@@ -254,8 +260,12 @@ std::vector<int> Gpt2Tokenizer::encode(std::string_view text) const {
   std::vector<int> out;
   out.reserve(text.size() / 3);
   // Pieces are views into text, which outlives the call; each cached piece's ids lie in pool[begin, end).
+  // Sized for the text's pieces up front (about one per 4 bytes), so neither rehashes nor regrows.
   std::unordered_map<std::string_view, std::pair<size_t, size_t>> cache;
+  cache.reserve(std::min(text.size() / 4, kMaxCachedPieces));
   std::vector<int> pool;
+  pool.reserve(std::min(text.size() / 3, kMaxCachedPieces));
+  PieceScratch scratch;
   Gpt2PreTokenizer pre(text);
   std::string_view piece;
   while (pre.next(piece)) {
@@ -269,9 +279,8 @@ std::vector<int> Gpt2Tokenizer::encode(std::string_view text) const {
         cache.clear();
         pool.clear();
       }
-      const std::vector<int> ids = encode_piece(piece);
       const size_t begin = pool.size();
-      pool.insert(pool.end(), ids.begin(), ids.end());
+      encode_piece_into(piece, scratch, pool);
       it = cache.emplace(piece, std::pair{begin, pool.size()}).first;
     }
     out.insert(out.end(), pool.begin() + static_cast<std::ptrdiff_t>(it->second.first),

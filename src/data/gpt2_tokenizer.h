@@ -46,6 +46,18 @@ class Gpt2Tokenizer final : public Tokenizer {
     int rank;
     int id;
   };
+  struct Candidate {
+    int rank, pos, left, right;
+  };
+  // encode_piece's working arrays, kept across the pieces of one encode() call: most pieces are a few
+  // bytes, so allocating them afresh per piece cost more than the merging itself.
+  struct PieceScratch {
+    std::vector<int> id, next, prev, merged;
+    std::vector<Candidate> heap;
+  };
+
+  // Appends the piece's ids to out.
+  void encode_piece_into(std::string_view piece, PieceScratch& scratch, std::vector<int>& out) const;
 
   void load(const std::string& vocab_json, const std::string& vocab_name, const std::string& merges_text,
             const std::string& merges_name);

@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
+#include <utility>
 
 #include "core/error.h"
 #include "io/durable_file.h"
@@ -17,8 +15,6 @@
 namespace gpt {
 
 static_assert(std::endian::native == std::endian::little, "safetensors data are little-endian; add byte swapping");
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -148,46 +144,45 @@ SafetensorsHeader parse_safetensors_header(std::string_view prefix, uint64_t fil
   return h;
 }
 
-SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  GPT_CHECK(fs::exists(status), "safetensors file {} does not exist", path);
-  GPT_CHECK(fs::is_regular_file(status), "safetensors file {} is not a regular file", path);
-  const uint64_t size = fs::file_size(path);
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.is_open(), "cannot open safetensors file {}: {}", path, std::strerror(errno));
+SafetensorsReader::SafetensorsReader(const std::string& path)
+    : SafetensorsReader(BinaryFile::open(path, "safetensors file")) {}
+
+SafetensorsReader::SafetensorsReader(BinaryFile file) : file_(std::move(file)) {
+  const uint64_t size = file_.size();
   std::string prefix(std::min<uint64_t>(size, 8), '\0');
-  in.read(prefix.data(), static_cast<std::streamsize>(prefix.size()));
+  file_.read_into(0, std::span(prefix));
   if (prefix.size() == 8) {
+    // Only a header length the parser will accept is read, so a hostile one allocates nothing.
     const uint64_t n = read_u64_le(prefix);
     if (n <= kSafetensorsMaxHeaderBytes && 8 + n <= size) {
       prefix.resize(8 + n);
-      in.read(prefix.data() + 8, static_cast<std::streamsize>(n));
-      GPT_CHECK(static_cast<uint64_t>(in.gcount()) == n, "{}: read {} of the {} header bytes", path, in.gcount(), n);
+      file_.read_into(8, std::span(prefix).subspan(8));
     }
   }
-  header_ = parse_safetensors_header(prefix, size, path);
+  header_ = parse_safetensors_header(prefix, size, path());
 }
 
 void SafetensorsReader::read_f32(const SafetensorsEntry& e, std::span<float> out) const {
   GPT_CHECK(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16",
-            "{}: tensor '{}' is {}; only F32, F16 and BF16 tensors can be read as model weights", path_, e.name, e.dtype);
-  GPT_CHECK(out.size() == e.numel(), "{}: tensor '{}' has {} elements, {} expected", path_, e.name, e.numel(),
+            "{}: tensor '{}' is {}; only F32, F16 and BF16 tensors can be read as model weights", path(), e.name,
+            e.dtype);
+  GPT_CHECK(out.size() == e.numel(), "{}: tensor '{}' has {} elements, {} expected", path(), e.name, e.numel(),
             out.size());
-  std::ifstream in(path_, std::ios::binary);
-  GPT_CHECK(in.is_open(), "cannot open safetensors file {}: {}", path_, std::strerror(errno));
-  in.seekg(static_cast<std::streamoff>(header_.data_start + e.begin));
-  const uint64_t bytes = e.end - e.begin;
-  if (e.dtype == "F32") {
-    in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(bytes));
-  } else {
+  const uint64_t offset = header_.data_start + e.begin;
+  try {
+    if (e.dtype == "F32") {
+      file_.read_into(offset, out);
+      return;
+    }
     std::vector<uint16_t> raw(out.size());
-    in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(bytes));
+    file_.read_into(offset, std::span(raw));
     const bool bf16 = e.dtype == "BF16";
     for (size_t i = 0; i < raw.size(); ++i) out[i] = bf16 ? bf16_to_f32(raw[i]) : f16_to_f32(raw[i]);
+  } catch (const Error& err) {
+    // The header was checked against the file's size, so only a file that changed since gets here.
+    GPT_FAIL("{}: tensor '{}' (file bytes {} to {}): {}", path(), e.name, offset, header_.data_start + e.end,
+             err.what());
   }
-  GPT_CHECK(static_cast<uint64_t>(in.gcount()) == bytes, "{}: tensor '{}': read {} of its {} bytes at file offset {}",
-            path_, e.name, in.gcount(), bytes, header_.data_start + e.begin);
 }
 
 void write_safetensors(const std::string& path, std::span<const SafetensorsOutput> tensors,

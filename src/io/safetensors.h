@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "io/binary_file.h"
+
 namespace gpt {
 
 // The safetensors library's own limit on the header: a larger one is refused before it is read.
@@ -39,17 +41,20 @@ struct SafetensorsHeader {
 // when shorter); file_size is the whole file's; name is used in messages.
 SafetensorsHeader parse_safetensors_header(std::string_view prefix, uint64_t file_size, const std::string& name);
 
+// Reads a safetensors file from disk, or from memory (BinaryFile::in_memory: fuzzing and tests, with no
+// file written and reopened per input); both run the same header checks and the same tensor reads.
 class SafetensorsReader {
  public:
   explicit SafetensorsReader(const std::string& path);
-  const std::string& path() const { return path_; }
+  explicit SafetensorsReader(BinaryFile file);
+  const std::string& path() const { return file_.path(); }
   const SafetensorsHeader& header() const { return header_; }
   // Reads an F32, F16 or BF16 tensor, widened exactly to FP32, into out (numel() floats); throws naming the
   // tensor for other dtypes or a short read.
   void read_f32(const SafetensorsEntry& entry, std::span<float> out) const;
 
  private:
-  std::string path_;
+  BinaryFile file_;
   SafetensorsHeader header_;
 };
 

@@ -123,6 +123,25 @@ TEST(Gpt2Tokenizer, MergesAllOccurrencesOfARankBeforeTheNext) {
   EXPECT_EQ(token_strings(overlap, overlap.encode_piece("aaaaa")), (Pieces{"aa", "aa", "a"}));
 }
 
+// encode() runs every piece through one set of working arrays and its word cache; each piece must still
+// get what encode_piece gives it alone, long pieces after short ones and repeats included.
+TEST(Gpt2Tokenizer, EncodeGivesEachPieceWhatEncodePieceGivesIt) {
+  const Gpt2Tokenizer tok = tiny_tokenizer({{"a", "b"}, {"ab", "a"}, {"a", "a"}, {"b", "c"}, {"Ġ", "a"}, {"Ġa", "b"}});
+  std::mt19937 rng(11);
+  for (int i = 0; i < 300; ++i) {
+    std::string text(rng() % 200, '\0');
+    for (char& c : text) c = "abc  .9\n"[rng() % 8];
+    std::vector<int> expected;
+    Gpt2PreTokenizer pre(text);
+    std::string_view piece;
+    while (pre.next(piece)) {
+      const std::vector<int> ids = tok.encode_piece(piece);
+      expected.insert(expected.end(), ids.begin(), ids.end());
+    }
+    EXPECT_EQ(tok.encode(text), expected) << "text '" << text << "'";
+  }
+}
+
 TEST(Gpt2Tokenizer, RoundTripsRandomBytes) {
   const Gpt2Tokenizer tok = tiny_tokenizer({{"a", "b"}, {"Ġ", "t"}, {"Ġt", "h"}});
   std::mt19937 rng(7);

@@ -24,7 +24,8 @@ int token_shard(const uint8_t* data, size_t size);
 int checkpoint(const uint8_t* data, size_t size);
 // Byte tokenizer: decode(encode(text)) == text, and decoding arbitrary ids (4 bytes each) fails cleanly.
 int byte_tokenizer(const uint8_t* data, size_t size);
-// The bytes as a safetensors file: the header parser, then every float tensor read through the reader.
+// The bytes as a safetensors file: the header parser, then every float tensor read through the reader
+// (over the bytes in memory, as SafetensorsReader(BinaryFile) reads them).
 int safetensors(const uint8_t* data, size_t size);
 // GPT-2 BPE: up to the first NUL a vocabulary JSON, up to the second a merges file, the rest text. Files
 // that load must round-trip the text; the text also round-trips through a fixed small vocabulary.

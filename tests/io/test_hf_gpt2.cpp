@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "cpu/gradcheck.h"
+#include "io/durable_file.h"
 #include "io/llmc_model_file.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
@@ -220,6 +221,44 @@ TEST(Safetensors, RefusesMalformedHeaders) {
   ASSERT_EQ(ok.tensors.size(), 1u);
   EXPECT_EQ(ok.tensors[0].shape, (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(ok.metadata.at("format"), "pt");
+}
+
+TEST(Safetensors, ReadsTheSameFromMemoryAsFromTheFile) {
+  TempDir dir;
+  const std::vector<float> a = {1.5f, -2.25f, 3.0f, 0.1f, 7.0f, -0.0f};
+  const std::vector<float> b = {0.5f, 4.0f};
+  const std::vector<SafetensorsOutput> tensors = {{"a", {2, 3}, a}, {"b", {2}, b}};
+  for (const std::string dtype : {"F32", "BF16", "F16"}) {
+    SCOPED_TRACE(dtype);
+    const std::string path = dir.file("w.safetensors");
+    write_safetensors(path, tensors, {{"format", "pt"}}, dtype);
+    const std::string bytes = read_file_bytes(path);
+    const SafetensorsReader from_file(path);
+    const SafetensorsReader from_memory(BinaryFile::in_memory(bytes, "w.safetensors", "safetensors file"));
+    EXPECT_EQ(from_file.path(), path);
+    EXPECT_EQ(from_memory.path(), "w.safetensors");
+    ASSERT_EQ(from_memory.header().tensors.size(), 2u);
+    EXPECT_EQ(from_memory.header().data_start, from_file.header().data_start);
+    EXPECT_EQ(from_memory.header().metadata, from_file.header().metadata);
+    for (size_t t = 0; t < 2; ++t) {
+      const SafetensorsEntry& e = from_file.header().tensors[t];
+      EXPECT_EQ(from_memory.header().tensors[t].name, e.name);
+      EXPECT_EQ(from_memory.header().tensors[t].shape, e.shape);
+      std::vector<float> disk(e.numel()), memory(e.numel());
+      from_file.read_f32(e, disk);
+      from_memory.read_f32(from_memory.header().tensors[t], memory);
+      EXPECT_EQ(disk, memory);
+      if (dtype == "F32") EXPECT_EQ(disk, t == 0 ? a : b);
+    }
+  }
+  // A file cut short after its header was checked: the read names the tensor and its bytes.
+  const std::string path = dir.file("w.safetensors");
+  write_safetensors(path, tensors, {}, "F32");
+  const SafetensorsReader reader(path);
+  fs::resize_file(path, fs::file_size(path) - 4);
+  const SafetensorsEntry& last = reader.header().tensors.back();
+  std::vector<float> out(last.numel());
+  EXPECT_THAT(error_message([&] { reader.read_f32(last, out); }), HasSubstr("tensor 'b' (file bytes"));
 }
 
 TEST(HfGpt2, RefusesCheckpointsThatAreNotThisModel) {
