@@ -11,6 +11,8 @@ TEST(Contention, AWindowShowsItWhenTheThreadsWaitedForCoresAndWerePreempted) {
   EXPECT_TRUE(shows_contention({10.0, 6.0, 3000}, 2));
   // Little CPU but hardly preempted: the threads were idle (waiting for I/O), not crowded out.
   EXPECT_FALSE(shows_contention({10.0, 6.0, 50}, 2));
+  // Waiting on I/O at the preemption rate an idle machine showed (51 a second): still not crowded out.
+  EXPECT_FALSE(shows_contention({10.0, 6.0, 510}, 2));
   // One `yes > /dev/null` beside 2 threads on 2 cores: 2/3 of the cores, preempted hundreds of times a second.
   EXPECT_TRUE(shows_contention({10.0, 13.3, 2500}, 2));
   // Preempted often, yet given the cores: a busy but not crowded machine.
