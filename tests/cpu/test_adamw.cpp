@@ -25,6 +25,20 @@ AdamWArgs hyperparameters(int64_t step) {
   return a;
 }
 
+// One AdamW step of the CPU backend over the four vectors, with the file's hyperparameters; returns its args.
+template <class T>
+AdamWArgs update_in_place(std::vector<T>& params, std::vector<T>& grads, std::vector<T>& m, std::vector<T>& v,
+                          int64_t step) {
+  const int64_t n = static_cast<int64_t>(params.size());
+  AdamWArgs a = hyperparameters(step);
+  a.params = view(params, {n});
+  a.grads = view(grads, {n});
+  a.m = view(m, {n});
+  a.v = view(v, {n});
+  cpu_backend().adamw_update(a);
+  return a;
+}
+
 template <class T>
 void check_against_formula(double tolerance) {
   constexpr int64_t n = 1003;
@@ -33,12 +47,7 @@ void check_against_formula(double tolerance) {
   for (int64_t step = 1; step <= 4; ++step) {
     const std::vector<double> g_raw = test::random_vector(n, 10 + static_cast<uint32_t>(step));
     grads.assign(g_raw.begin(), g_raw.end());
-    AdamWArgs a = hyperparameters(step);
-    a.params = view(params, {n});
-    a.grads = view(grads, {n});
-    a.m = view(m, {n});
-    a.v = view(v, {n});
-    cpu_backend().adamw_update(a);
+    const AdamWArgs a = update_in_place(params, grads, m, v, step);
 
     const double b1 = a.beta1, b2 = a.beta2;
     for (int64_t i = 0; i < n; ++i) {
@@ -86,12 +95,7 @@ void check_bitwise_against_reference() {
   for (int64_t step = 1; step <= 4; ++step) {
     const std::vector<double> g_raw = test::random_vector(n, 20 + static_cast<uint32_t>(step));
     grads.assign(g_raw.begin(), g_raw.end());
-    AdamWArgs a = hyperparameters(step);
-    a.params = view(params, {n});
-    a.grads = view(grads, {n});
-    a.m = view(m, {n});
-    a.v = view(v, {n});
-    cpu_backend().adamw_update(a);
+    const AdamWArgs a = update_in_place(params, grads, m, v, step);
     int mismatches = 0;
     for (int64_t i = 0; i < n; ++i) {
       reference_update(p_ref[i], grads[i], m_ref[i], v_ref[i], a);
