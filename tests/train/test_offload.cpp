@@ -136,6 +136,8 @@ TEST(Offload, UnderANarrowRecipeTheLedgerHasTheStagingBufferInsteadOfTheDevicesF
   // The device gives up the FP32 masters and the moments and takes the staging buffer.
   EXPECT_EQ(lp.total() - lo.total(), fp32 + lp.optimizer - staging);
   EXPECT_NE(lo.table().find("FP32 staging"), std::string::npos) << lo.table();
+  // The first step writes exactly the planned activations.
+  EXPECT_EQ(offloaded.run().measured_activation_bytes, lo.activations());
   // Over two ranks the collectives move the device's FP32 weights, which stay.
   EXPECT_FALSE(masters_on_host(o, 2));
   EXPECT_EQ(ledger_for(o, none, c.train.batch_size, caps, 2).parameters, fp32);

@@ -1,7 +1,7 @@
 // Optimizer offload's device memory on the emulated CUDA backend, asked of the emulator's allocation
 // registry (cudaMemGetInfo): under bf16 and fp8 the device holds no FP32 masters (they are host memory of
 // the host backend) and no AdamW moments, only a staging buffer beside the compute copy, and the bytes it
-// gives up are what the ledger plans, to the byte.
+// gives up are what the ledger plans, to the byte; its first step writes exactly the planned activations.
 #include "backend/cuda_entry.h"
 #include "config/config_loader.h"
 #include "cuda/emu/emu_test_util.h"
@@ -59,6 +59,9 @@ TEST_F(EmuTest, UnderOffloadANarrowRecipeLeavesOnlyTheStagingBufferOfTheFp32Mast
     // Measured against planned: the FP32 masters and the moments leave, the staging buffer comes.
     EXPECT_EQ(plain_bytes - offload_bytes, lp.total() - lo.total());
     EXPECT_EQ(lp.total() - lo.total(), lp.parameters + lp.optimizer - lo.master_staging);
+    offloaded.train.steps = 1;
+    Trainer t(offloaded, config_to_yaml(offloaded));
+    EXPECT_EQ(t.run().measured_activation_bytes, lo.activations());
   }
 }
 
