@@ -1,5 +1,6 @@
 #include "bench/bench_session.h"
 
+#include "memory/planner.h"
 #include "memory/recompute.h"
 #include "precision/recipe.h"
 #include "train/offload.h"
@@ -48,9 +49,11 @@ BenchSession::BenchSession(Config config) : config_(std::move(config)) {
   // The recipe's work is timed too (fp16 with its loss scaler, fp8 with its scaling state).
   const PrecisionRecipe recipe = precision_recipe(config_.precision);
   recipe.validate(config_.model.n_layer);
+  Backend* masters_host =
+      masters_on_host(config_, comm_.world_size()) ? &offload_host(*profiler_, t.threads, host_backend_) : nullptr;
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *profiler_, DType::F32,
                                  resolve_recompute(config_.recompute, config_.model.n_layer), recipe,
-                                 LoraSpec::from_config(config_.finetune));
+                                 LoraSpec::from_config(config_.finetune), masters_host);
   model_->init_weights(t.seed);
   dp_ = std::make_unique<DataParallel>(*model_, comm_, config_.dist.zero);
   optimizer_ = make_optimizer(config_, *model_, *dp_, *profiler_, t.threads, host_backend_);

@@ -58,10 +58,12 @@ class BenchSession {
   Config config_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<ProfilingBackend> profiler_;
+  // memory.offload on a GPU: the host side of the optimizer, and the memory of the model's masters when they
+  // are on the host, so it outlives the model.
+  std::unique_ptr<Backend> host_backend_;
   std::unique_ptr<GPT> model_;
   SingleCommunicator comm_;
   std::unique_ptr<DataParallel> dp_;
-  std::unique_ptr<Backend> host_backend_;  // memory.offload on a GPU: the host side of the optimizer
   std::unique_ptr<AdamW> optimizer_;
   std::optional<LossScaler> scaler_;
   std::unique_ptr<StepRunner> runner_;

@@ -1,5 +1,7 @@
 #include "layout/parameter_layout.h"
 
+#include <algorithm>
+
 namespace gpt {
 
 ParameterLayout::ParameterLayout(const ModelConfig& m, DType dtype) : layout_("parameters") {
@@ -83,6 +85,19 @@ ArenaLayout compute_weights_layout(const ParameterLayout& masters, const Precisi
                  precision.compute_weight(b.name, l).dtype);
     }
   }
+  return layout;
+}
+
+ArenaLayout master_staging_layout(const ParameterLayout& masters, int n_layer) {
+  int64_t largest = 0;
+  for (const ArenaBuffer& b : masters.arena_layout().buffers()) {
+    int64_t numel = 1;
+    for (int d = 0; d < b.ndim; ++d) numel *= b.shape[static_cast<size_t>(d)];
+    if (!outside_blocks(b.name)) largest = std::max(largest, numel / n_layer);
+  }
+  constexpr int64_t kGranule = 64;
+  ArenaLayout layout("master_staging");
+  layout.add("masters", {(largest + kGranule - 1) / kGranule * kGranule}, masters.arena_layout().buffer(0).dtype);
   return layout;
 }
 

@@ -78,5 +78,11 @@ class ParameterLayout {
 ArenaLayout compute_weights_layout(const ParameterLayout& masters, const PrecisionLayout& precision);
 // Views of an arena with that layout.
 ModelParameters compute_weight_views(Arena& arena, int n_layer);
+// The device's FP32 staging buffer of masters kept in host memory (memory.offload: optimizer under a narrow
+// recipe): the compute copy is cast from it a slice at a time. It holds the largest per-block slice of any
+// tensor, since an FP8 weight's current scale takes the amax of its whole slice, rounded up to 64 elements
+// (256 bytes, the arenas' alignment) so that the pieces of a larger tensor outside the blocks, cast one
+// after another, start aligned.
+ArenaLayout master_staging_layout(const ParameterLayout& masters, int n_layer);
 
 }  // namespace gpt

@@ -23,6 +23,7 @@ std::string MemoryLedger::table() const {
   row(frozen_weights > 0 ? "parameters: LoRA adapters (FP32)" : host ? "parameters (FP32; host: the masters)" : "parameters",
       parameters, host_parameters);
   if (frozen_weights > 0) row("parameters: frozen base (compute format)", frozen_weights);
+  if (master_staging > 0) row("parameters: FP32 staging (masters on the host)", master_staging);
   if (compute_weights > 0) row("parameters: compute copy (16/8-bit)", compute_weights);
   row("gradients", gradients, host_gradients);
   row("optimizer state (AdamW m, v)", optimizer, host_optimizer);

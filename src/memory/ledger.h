@@ -20,6 +20,9 @@ struct MemoryLedger {
   uint64_t frozen_weights = 0;
   uint64_t adapter_scratch = 0;
   uint64_t compute_weights = 0;  // BF16/F16 copy of the FP32 masters for the matrix products (mixed precision)
+  // With the FP32 masters in host memory only (masters_on_host in planner.h; then `parameters` is 0): the
+  // device's staging buffer the compute copy is cast from, a block's slice of the largest tensor.
+  uint64_t master_staging = 0;
   uint64_t gradients = 0;
   uint64_t optimizer = 0;  // AdamW m and v
   uint64_t activation[kActivationUses] = {};
@@ -40,8 +43,8 @@ struct MemoryLedger {
   uint64_t activations() const;
   // Device bytes: what a device budget (memory.budget) and the arenas on the device hold.
   uint64_t total() const {
-    return parameters + frozen_weights + compute_weights + gradients + optimizer + activations() + adapter_scratch +
-           communication + backend_workspace;
+    return parameters + master_staging + frozen_weights + compute_weights + gradients + optimizer + activations() +
+           adapter_scratch + communication + backend_workspace;
   }
   uint64_t host_total() const { return host_parameters + host_gradients + host_optimizer; }
   // One line per component: its device bytes, and its host bytes when any component has some.

@@ -178,7 +178,7 @@ DataParallelMemory data_parallel_memory(const ModelConfig& model, int ranks, int
 MemoryLedger data_parallel_ledger(const Config& config, const RecomputePolicy& policy, int batch_size,
                                   const BackendCapabilities& backend, int ranks, int rank) {
   GPT_CHECK(rank >= 0 && rank < ranks, "data_parallel_ledger: rank {} of {}", rank, ranks);
-  MemoryLedger ledger = ledger_for(config, policy, batch_size, backend);
+  MemoryLedger ledger = ledger_for(config, policy, batch_size, backend, ranks);
   // Every rank holds the same LoRA adapters and their state (ZeRO-1 refuses LoRA); their buckets, a few rank-wide
   // matrices, are left out.
   if (config.finetune.lora()) return ledger;
@@ -197,7 +197,8 @@ MemoryLedger data_parallel_ledger(const Config& config, const RecomputePolicy& p
 
 MemoryLedger variant_ledger(const LeverVariant& v, const BackendCapabilities& backend) {
   const Config& c = v.config;
-  MemoryLedger ledger = ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), c.train.batch_size, backend);
+  MemoryLedger ledger =
+      ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), c.train.batch_size, backend, v.ranks);
   if (v.ranks > 1) {
     GPT_CHECK(!c.finetune.lora(), "the lever table plans data parallelism of full training only, not of LoRA adapters");
     const DataParallelMemory dp =
@@ -321,8 +322,9 @@ LeverRow evaluate_lever(const Lever& lever, const Config& config, const BackendC
   row.ledger = variant_ledger(row.variant, backend);
   row.flops = step_flops(c.model, c.train.batch_size, c.train.seq_len, resolve_recompute(c.recompute, c.model.n_layer),
                          backend.attention_keeps_probs);
-  // Offload moves each step's gradients to the host and the updated FP32 weights back.
-  if (c.memory.offload == "optimizer") row.host_traffic_per_step = row.ledger.gradients + row.ledger.parameters;
+  // Offload moves each step's gradients to the host and the updated FP32 weights back (into the device's
+  // masters, or through the staging buffer into the compute copy).
+  if (c.memory.offload == "optimizer") row.host_traffic_per_step = row.ledger.gradients + row.ledger.host_parameters;
   if (row.variant.ranks > 1)
     row.bytes_sent_per_step =
         data_parallel_memory(c.model, row.variant.ranks, c.dist.zero, reduce_dtype(c)).bytes_sent_per_step;

@@ -87,8 +87,10 @@ std::string lever_report(const LeverTable& table, const BackendCapabilities& bac
   }
   for (size_t i = 0; i < notes.size(); ++i) out += fmt::format("\n[{}] {}", i + 1, notes[i]);
   if (!notes.empty()) out += "\n";
-  out += "\nparams: the FP32 masters (on the device under offload too: the forward reads them), the compute copy\n"
-         "of the weights (16/8-bit recipes) and a LoRA run's frozen base.\n"
+  out += "\nparams: the FP32 masters, the compute copy of the weights (16/8-bit recipes) and a LoRA run's frozen\n"
+         "base. Under offload with a 16/8-bit recipe the masters are in host memory only and params holds the\n"
+         "compute copy and an FP32 staging buffer of one block's largest tensor that they are cast from; in fp32\n"
+         "the forward reads the masters, which stay on the device.\n"
          "other: communication buffers, the backend's own workspace and LoRA scratch; the columns sum to total,\n"
          "the ledger's total for that row's config (gpt-train plan --set ... shows its lines); every column before\n"
          "host is device memory. host: what optimizer offload keeps in host memory (FP32 masters, the gradients'\n"
@@ -139,6 +141,7 @@ nlohmann::ordered_json lever_report_json(const LeverTable& table, const BackendC
     r["bytes"] = {{"params", row.params()}, {"gradients", l.gradients}, {"optimizer", l.optimizer},
                   {"activations", l.activations()}, {"other", row.other()}, {"total", l.total()}};
     nlohmann::ordered_json ledger = {{"parameters", l.parameters},
+                                     {"master_staging", l.master_staging},
                                      {"frozen_weights", l.frozen_weights},
                                      {"compute_weights", l.compute_weights},
                                      {"gradients", l.gradients},

@@ -34,7 +34,8 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
     const StepFlops f = step_flops(m, B, T, p, backend.attention_keeps_probs);
     const bool is_configured = p.describe() == configured.describe();
     out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11}{} {:>8.1f}%{}\n",
-                       (is_configured ? "* " : "  ") + p.describe(), format_bytes(l.parameters + l.frozen_weights + l.compute_weights),
+                       (is_configured ? "* " : "  ") + p.describe(),
+                       format_bytes(l.parameters + l.master_staging + l.frozen_weights + l.compute_weights),
                        format_bytes(l.gradients), format_bytes(l.optimizer), format_bytes(l.activations()),
                        format_bytes(l.total()), offload ? fmt::format(" {:>11}", format_bytes(l.host_total())) : "",
                        100.0 * f.overhead(),
@@ -64,8 +65,11 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
   }
   if (offload)
     out += "\nmemory.offload: optimizer: the FP32 masters, a host copy of the gradients and the AdamW moments live in\n"
-           "host memory (the host column) and AdamW runs on the host; the device keeps its FP32 weights, the compute\n"
-           "copy, the gradients and the activations, and every device column and total leaves the optimizer out.\n";
+           "host memory (the host column) and AdamW runs on the host; the device keeps the compute copy, the\n"
+           "gradients and the activations, and every device column and total leaves the optimizer out. Its FP32\n"
+           "weights stay in fp32 (the forward reads them) and over several ranks (the collectives move them);\n"
+           "otherwise a staging buffer of one block's largest tensor replaces them, through which the host masters\n"
+           "are cast into the compute copy.\n";
   out += "\nextra fwd: forward FLOPs recomputed per step as a share of a plain step (forward + backward),\n"
          "counting matrix products and attention; GELU and LayerNorm recomputation cost no such FLOPs.\n";
   if (ledger.backend_workspace > 0)

@@ -25,10 +25,17 @@ struct MemoryChoice {
   std::string reason;
 };
 
+// Whether a run keeps its FP32 masters in host memory only (GPT's masters_host): memory.offload: optimizer
+// under a recipe with a compute copy (bf16, fp16, fp8), without LoRA, on one rank. Over several ranks the
+// device keeps them: the start's broadcast and ZeRO-1's all-gather of the updated weights go through the
+// device's communicator (NCCL), on device memory.
+bool masters_on_host(const Config& config, int ranks);
+
 // The ledger of the config with this micro-batch and recompute policy on a backend with these
-// capabilities: whether attention keeps its probabilities, and the workspace the backend reserves.
+// capabilities: whether attention keeps its probabilities, and the workspace the backend reserves; for
+// one of `ranks` ranks as far as the masters' place goes (data_parallel_ledger adds the rest).
 MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int batch_size,
-                        const BackendCapabilities& backend);
+                        const BackendCapabilities& backend, int ranks = 1);
 
 // Throws gpt::Error naming the smallest budget that would work when nothing fits. The precision is lowered
 // only on a backend that stores narrow formats at their size (stores_low_precision); every candidate counts

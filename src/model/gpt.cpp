@@ -3,6 +3,7 @@
 #include "core/random.h"
 #include "precision/float_formats.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace gpt {
@@ -46,10 +47,12 @@ void upload(Backend& backend, const Tensor& t, std::span<const double> values) {
 }  // namespace
 
 GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype,
-         const RecomputePolicy& recompute, const PrecisionRecipe& precision, const LoraSpec& lora)
+         const RecomputePolicy& recompute, const PrecisionRecipe& precision, const LoraSpec& lora,
+         Backend* masters_host)
     : config_(config),
       lora_(lora),
       backend_(backend),
+      masters_backend_(masters_host ? *masters_host : backend),
       dtype_(dtype),
       max_batch_(batch_size),
       max_seq_(seq_len),
@@ -59,7 +62,7 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
                                    : ParameterLayout(config, precision_.gradient())),
       plan_(plan_activations(config, precision_, {batch_size, seq_len}, backend.attention_keeps_probs(), recompute,
                              backend.capabilities().stages_fp8_operands)),
-      params_arena_(layout_.arena_layout(), backend),
+      params_arena_(layout_.arena_layout(), masters_backend_),
       grads_arena_(grads_layout_.arena_layout(), backend),
       acts_arena_(plan_.layout, backend),
       host_staging_(static_cast<size_t>(batch_size) * seq_len * dtype_size(precision_.statistics())) {
@@ -102,11 +105,28 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
   } else if (!lora.enabled()) {
     compute_ = masters_;
   }
+  if (masters_host) {
+    // Without a compute copy the products would read the masters, and LoRA's masters are adapters of a few
+    // MiB: in both cases there is nothing to take off the device.
+    GPT_CHECK(compute_arena_ != nullptr,
+              "the FP32 masters can leave the device only under a recipe with a compute copy (bf16, fp16, fp8) "
+              "and without LoRA; this model has {}{}",
+              precision.recipe == RecipeKind::Fp32 ? "the fp32 recipe" : "a narrow recipe",
+              lora.enabled() ? " and LoRA adapters" : "");
+    master_staging_ = std::make_unique<Arena>(master_staging_layout(layout_, config.n_layer), backend_);
+    part_fresh_.assign(static_cast<size_t>(config.n_layer) + 1, false);
+  }
   // Zero everything once, alignment gaps included, so flat reductions over an arena are exact.
-  for (Arena* arena : {&params_arena_, &grads_arena_, &acts_arena_, compute_arena_.get(), base_arena_.get(),
-                       lora_compute_arena_.get(), lora_scratch_.get()})
+  auto zero = [](Arena* arena, Backend& owner) {
     if (arena && arena->layout().total_bytes() > 0)
-      backend_.fill({Tensor(arena->base(), {static_cast<int64_t>(arena->layout().total_bytes() / 4)}), 0.0f});
+      owner.fill({Tensor(arena->base(), {static_cast<int64_t>(arena->layout().total_bytes() / 4)}, DType::F32,
+                         owner.device()),
+                  0.0f});
+  };
+  zero(&params_arena_, masters_backend_);
+  for (Arena* arena : {&grads_arena_, &acts_arena_, compute_arena_.get(), master_staging_.get(), base_arena_.get(),
+                       lora_compute_arena_.get(), lora_scratch_.get()})
+    zero(arena, backend_);
   if (precision.recipe == RecipeKind::Fp8) {
     fp8_ = std::make_unique<Fp8State>(precision_, backend_);
     // An FP8 block's linear weights carry their scaling slots.
@@ -124,9 +144,10 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
 GPT::~GPT() = default;
 
 void GPT::init_weights(uint64_t seed) {
-  compute_stale_ = true;
+  mark_compute_stale();
   const ParameterLayout& layout = base_layout();
   Arena& arena = lora_.enabled() ? *base_arena_ : params_arena_;
+  Backend& owner = lora_.enabled() ? backend_ : masters_backend_;
   const auto& specs = layout.specs();
   const double residual_std = config_.init_std / std::sqrt(2.0 * config_.n_layer);
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -143,14 +164,14 @@ void GPT::init_weights(uint64_t seed) {
       if (spec.name == "wte") count = static_cast<size_t>(config_.vocab_size) * config_.n_embd;
       for (size_t j = 0; j < count; ++j) values[j] = std * rng.normal();
     }
-    upload(backend_, t, values);
+    upload(owner, t, values);
   }
   if (lora_.enabled()) init_adapters(seed);
 }
 
 void GPT::init_adapters(uint64_t seed) {
   GPT_CHECK(lora_.enabled(), "init_adapters: the model has no LoRA adapters");
-  compute_stale_ = true;
+  mark_compute_stale();
   const auto& specs = layout_.specs();
   for (size_t i = 0; i < specs.size(); ++i) {
     Tensor t = params_arena_.tensor(i);
@@ -161,7 +182,7 @@ void GPT::init_adapters(uint64_t seed) {
       const double bound = 1.0 / std::sqrt(static_cast<double>(t.dim(2)));
       for (double& v : values) v = bound * (2.0 * rng.uniform() - 1.0);
     }
-    upload(backend_, t, values);
+    upload(masters_backend_, t, values);
   }
 }
 
@@ -194,7 +215,7 @@ std::vector<float> GPT::parameters_to_host() {
   std::vector<float> flat;
   flat.reserve(static_cast<size_t>(num_parameters()));
   for (size_t i = 0; i < layout_.specs().size(); ++i) {
-    std::vector<double> values = download(backend_, params_arena_.tensor(i));
+    std::vector<double> values = download(masters_backend_, params_arena_.tensor(i));
     flat.insert(flat.end(), values.begin(), values.end());
   }
   return flat;
@@ -203,13 +224,13 @@ std::vector<float> GPT::parameters_to_host() {
 void GPT::parameters_from_host(std::span<const float> flat) {
   GPT_CHECK(flat.size() == static_cast<size_t>(num_parameters()), "expected {} parameters, got {}", num_parameters(),
             flat.size());
-  compute_stale_ = true;
+  mark_compute_stale();
   size_t offset = 0;
   for (size_t i = 0; i < layout_.specs().size(); ++i) {
     Tensor t = params_arena_.tensor(i);
     const size_t n = static_cast<size_t>(t.numel());
     std::vector<double> values(flat.begin() + offset, flat.begin() + offset + n);
-    upload(backend_, t, values);
+    upload(masters_backend_, t, values);
     offset += n;
   }
 }
@@ -247,24 +268,62 @@ void GPT::refresh_compute_weights() {
     compute_stale_ = false;
     return;
   }
-  // The masters may have changed since the last forward (an optimizer step, a load). FP8 weights are cast
-  // from the FP32 masters with their scales, as the GPU casts them, not from BF16.
-  auto cast = [&](const Tensor& dst, const Tensor& src) {
-    if (dst.scaling) cast_fp8(dst, src);
-    else backend_.cast({dst, src});
-  };
-  for (Tensor ModelParameters::* member : {&ModelParameters::wte, &ModelParameters::wpe, &ModelParameters::lnfw,
-                                           &ModelParameters::lnfb})
-    cast(compute_.*member, masters_.*member);
-  for (int l = 0; l < config_.n_layer; ++l) {
-    const BlockParameters &dst = compute_.blocks[static_cast<size_t>(l)], &src = masters_.blocks[static_cast<size_t>(l)];
-    for (Tensor BlockParameters::* member :
-         {&BlockParameters::ln1w, &BlockParameters::ln1b, &BlockParameters::qkvw, &BlockParameters::qkvb,
-          &BlockParameters::attprojw, &BlockParameters::attprojb, &BlockParameters::ln2w, &BlockParameters::ln2b,
-          &BlockParameters::fcw, &BlockParameters::fcb, &BlockParameters::fcprojw, &BlockParameters::fcprojb})
-      cast(dst.*member, src.*member);
+  // The masters may have changed since the last forward (an optimizer step, a load): every part that the
+  // update has not cast already is cast now.
+  for (int part = -1; part < config_.n_layer; ++part) {
+    const size_t index = static_cast<size_t>(part < 0 ? config_.n_layer : part);
+    if (part_fresh_.empty() || !part_fresh_[index]) cast_part(part);
   }
   compute_stale_ = false;
+  part_fresh_.assign(part_fresh_.size(), false);
+}
+
+void GPT::refresh_compute_part(int block) {
+  if (!master_staging_ || fp8_) return;
+  GPT_CHECK(block >= -1 && block < config_.n_layer, "refresh_compute_part: block {} outside [-1, {})", block,
+            config_.n_layer);
+  cast_part(block);
+  part_fresh_[static_cast<size_t>(block < 0 ? config_.n_layer : block)] = true;
+}
+
+// FP8 weights are cast from the FP32 masters with their scales, as the GPU casts them, not from BF16.
+void GPT::cast_part(int block) {
+  if (block < 0) {
+    for (Tensor ModelParameters::* member : {&ModelParameters::wte, &ModelParameters::wpe, &ModelParameters::lnfw,
+                                             &ModelParameters::lnfb})
+      cast_master(compute_.*member, masters_.*member);
+    return;
+  }
+  const BlockParameters &dst = compute_.blocks[static_cast<size_t>(block)],
+                        &src = masters_.blocks[static_cast<size_t>(block)];
+  for (Tensor BlockParameters::* member :
+       {&BlockParameters::ln1w, &BlockParameters::ln1b, &BlockParameters::qkvw, &BlockParameters::qkvb,
+        &BlockParameters::attprojw, &BlockParameters::attprojb, &BlockParameters::ln2w, &BlockParameters::ln2b,
+        &BlockParameters::fcw, &BlockParameters::fcb, &BlockParameters::fcprojw, &BlockParameters::fcprojb})
+    cast_master(dst.*member, src.*member);
+}
+
+void GPT::cast_master(const Tensor& dst, const Tensor& src) {
+  auto cast = [&](const Tensor& to, const Tensor& from) {
+    if (to.scaling) cast_fp8(to, from);
+    else backend_.cast({to, from});
+  };
+  if (!master_staging_) return cast(dst, src);
+  // A cast is elementwise, so a tensor cast piece by piece gets the bits it gets whole; a scaled one (an FP8
+  // weight, whose current scale is the amax of all of it) is a block slice, which the staging holds.
+  const Tensor staging = master_staging_->tensor(0);
+  GPT_CHECK(!dst.scaling || src.numel() <= staging.numel(),
+            "the FP8 weight {} ({} elements) does not fit the {}-element master staging buffer", dst.shape_string(),
+            src.numel(), staging.numel());
+  for (int64_t begin = 0; begin < src.numel(); begin += staging.numel()) {
+    const int64_t n = std::min(staging.numel(), src.numel() - begin);
+    const Tensor piece = staging.elements(0, n);
+    // The copy starts once the casts queued before it, which read the staging buffer, have run; the cast
+    // after it waits for it to land.
+    backend_.transfer_to_device(piece.data, src.elements(begin, n).data, piece.bytes());
+    backend_.order_after_transfers();
+    cast(dst.elements(begin, n), piece);
+  }
 }
 
 DropoutSpec GPT::dropout(const StepContext& ctx, uint32_t layer, RngSite site) const {

@@ -45,8 +45,13 @@ class GPT {
   // precision: the mixed-precision recipe the model emulates (below); its plan holds what the recipe needs.
   // lora: with a rank > 0 the base weights are frozen and held only in the compute format, and the trained
   // parameters (parameter_layout(), the parameter and gradient arenas, num_parameters()) are the adapters.
+  // masters_host: where given, the FP32 masters live in that backend's memory (the host's, for
+  // memory.offload: optimizer, whose AdamW updates them there), not on the device, which holds the compute
+  // copy and a staging buffer (master_staging_layout) that the masters cross a slice at a time to be cast
+  // into it. Needs a recipe with a compute copy and no LoRA.
   GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype = DType::F32,
-      const RecomputePolicy& recompute = {}, const PrecisionRecipe& precision = {}, const LoraSpec& lora = {});
+      const RecomputePolicy& recompute = {}, const PrecisionRecipe& precision = {}, const LoraSpec& lora = {},
+      Backend* masters_host = nullptr);
   ~GPT();
 
   const ModelConfig& config() const { return config_; }
@@ -67,11 +72,15 @@ class GPT {
   Arena* lora_compute_arena() { return lora_compute_arena_.get(); }
   Arena* lora_scratch_arena() { return lora_scratch_.get(); }
   // Writable: whatever writes the masters through it (the optimizer, a broadcast) makes the compute copy
-  // of the weights stale, so the next forward casts it again.
+  // of the weights stale, so the next forward casts it again. Its memory is the device's, or with
+  // masters_host that backend's.
   Arena& parameter_arena() {
-    compute_stale_ = true;
+    mark_compute_stale();
     return params_arena_;
   }
+  bool masters_on_host() const { return master_staging_ != nullptr; }
+  // With the masters on the host: the device's staging buffer they are cast from; null otherwise.
+  Arena* master_staging_arena() { return master_staging_.get(); }
   Arena& gradient_arena() { return grads_arena_; }
   Arena& activation_arena() { return acts_arena_; }
   // The compute copy of the weights; null in fp32.
@@ -101,6 +110,12 @@ class GPT {
   // with it; a decoder that runs the compute copy outside forward (model/kv_cache_decoder.h) calls it once
   // the masters are final.
   void refresh_compute_weights();
+  // With the masters on the host: casts block `block`'s slices of them ([0, L), or -1 for the tensors
+  // outside the blocks) into the compute copy now. The offloaded AdamW calls it as it finishes each block,
+  // so that the copy over the bus and the casts run on the device beside the update of the next blocks;
+  // the next forward casts only what has not been. Nothing under fp8, whose first forward of each step
+  // casts every weight with that step's scales, nor with the masters on the device.
+  void refresh_compute_part(int block);
 
   // GPT-2 initialisation: N(0, init_std), residual projections N(0, init_std/sqrt(2L)), biases 0,
   // LayerNorm gains 1; padded vocabulary rows 0. Under LoRA this draws the base, then init_adapters(seed).
@@ -167,6 +182,16 @@ class GPT {
   void produce(int l, BlockTensor t, const Tensor& dst, Produce&& op);
   // Casts src into the FP8 tensor dst through its scaling slot, scaling it first under current scaling.
   void cast_fp8(const Tensor& dst, const Tensor& src);
+  // Casts the master tensor src into its compute copy dst: directly, or with the masters on the host through
+  // the staging buffer, in pieces of its size (one piece for a tensor with a scale, whose slice fits).
+  void cast_master(const Tensor& dst, const Tensor& src);
+  // Casts block `block`'s masters (-1: the tensors outside the blocks) into the compute copy.
+  void cast_part(int block);
+  // The masters may have changed: the whole compute copy is stale.
+  void mark_compute_stale() {
+    compute_stale_ = true;
+    part_fresh_.assign(part_fresh_.size(), false);
+  }
   DropoutSpec dropout(const StepContext& ctx, uint32_t layer, RngSite site) const;
   // Sum of t's elements in double, read back through host_staging_: no allocation in the step.
   double host_sum(const Tensor& t);
@@ -174,6 +199,7 @@ class GPT {
   ModelConfig config_;
   LoraSpec lora_;
   Backend& backend_;
+  Backend& masters_backend_;
   DType dtype_;
   int max_batch_, max_seq_;
   PrecisionLayout precision_;
@@ -182,9 +208,13 @@ class GPT {
   Arena params_arena_, grads_arena_, acts_arena_;
   ParameterTensors params_, grads_;
   ModelParameters masters_, grad_blocks_;  // params_ and grads_ per block
+  std::unique_ptr<Arena> master_staging_;  // with the masters on the host; null otherwise
   std::unique_ptr<Arena> compute_arena_;  // the compute copy of the weights; null in fp32
   ModelParameters compute_;               // the compute copy, or the masters per block
   bool compute_stale_ = true;             // the masters may differ from what compute_ was cast from
+  // With the masters on the host: the parts (blocks 0..L-1, then the tensors outside them) that
+  // refresh_compute_part has cast since compute_stale_ was set; empty otherwise.
+  std::vector<bool> part_fresh_;
   std::unique_ptr<Fp8State> fp8_;
   // LoRA: the frozen base (compute format), the adapters' compute copy (null in fp32) and per-block views
   // of the adapters, their gradients and that copy; the products' scratch.

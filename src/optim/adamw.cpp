@@ -49,14 +49,14 @@ AdamW::AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& 
     : AdamW(config, layout, backend, whole_tensors(layout)) {}
 
 AdamW::AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& backend, std::vector<ParamRange> ranges)
-    : AdamW(config, layout, backend, std::move(ranges), nullptr, DType::F32) {}
+    : AdamW(config, layout, backend, std::move(ranges), nullptr, DType::F32, OffloadMasters::HostCopy) {}
 
 AdamW::AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& backend, std::vector<ParamRange> ranges,
-             Backend& host, DType grad_dtype)
-    : AdamW(config, layout, backend, std::move(ranges), &host, grad_dtype) {}
+             Backend& host, DType grad_dtype, OffloadMasters masters)
+    : AdamW(config, layout, backend, std::move(ranges), &host, grad_dtype, masters) {}
 
 AdamW::AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& backend, std::vector<ParamRange> ranges,
-             Backend* host, DType grad_dtype)
+             Backend* host, DType grad_dtype, OffloadMasters masters)
     : config_(config), layout_(layout), backend_(backend), ranges_(std::move(ranges)),
       owns_all_(ranges_ == whole_tensors(layout)), host_(host),
       m_(moments_layout("adamw_m", layout, ranges_), state_backend()),
@@ -70,7 +70,11 @@ AdamW::AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& 
     decays_.push_back(std::find(nd.begin(), nd.end(), kind_name(spec.kind)) == nd.end());
   }
   if (host_ != nullptr) {
-    host_masters_ = std::make_unique<HostArena>(moments_layout("offload_masters", layout, ranges_), backend_, *host_);
+    masters_in_parameters_ = masters == OffloadMasters::InParameters;
+    GPT_CHECK(!masters_in_parameters_ || owns_all_,
+              "offloaded AdamW: masters in the parameter arena need every tensor whole, not a shard");
+    if (!masters_in_parameters_)
+      host_masters_ = std::make_unique<HostArena>(moments_layout("offload_masters", layout, ranges_), backend_, *host_);
     host_grads_ =
         std::make_unique<HostArena>(moments_layout("offload_gradients", layout, ranges_, grad_dtype), backend_, *host_);
     plan_units();
@@ -166,7 +170,9 @@ template <class Grads>
 void AdamW::host_update_all(Arena& params, const Grads& grads_of, double lr, double grad_scale) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  if (!masters_loaded_) {
+  // Range i's masters as AdamW updates them: its own host copy, or the host-resident parameter arena.
+  auto masters = [&](size_t i) { return masters_in_parameters_ ? range_view(params, i) : host_masters_->tensor(i); };
+  if (!masters_in_parameters_ && !masters_loaded_) {
     for (size_t i = 0; i < ranges_.size(); ++i) {
       const Tensor device = range_view(params, i);
       backend_.copy_to_host(host_masters_->tensor(i).data, device.data, device.bytes());
@@ -178,20 +184,24 @@ void AdamW::host_update_all(Arena& params, const Grads& grads_of, double lr, dou
   for (size_t u = 0; u < units_.size(); ++u)
     if (!units_[u].staged) units_[u].landed = queue_gradients(u, grads_of);
   double adamw_seconds = 0.0;
-  for (Unit& unit : units_) {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    Unit& unit = units_[u];
     backend_.wait_transfer(unit.landed);
     const auto adamw_start = Clock::now();
     for (const Piece& p : unit.pieces)
-      update(p.range, p.offset, host_masters_->tensor(p.range).elements(p.offset, p.count),
+      update(p.range, p.offset, masters(p.range).elements(p.offset, p.count),
              host_grads_->tensor(p.range).elements(p.offset, p.count), lr, grad_scale);
     adamw_seconds += std::chrono::duration<double>(Clock::now() - adamw_start).count();
     for (const Piece& p : unit.pieces) {
-      if (p.count == 0) continue;
+      if (p.count == 0 || masters_in_parameters_) continue;
       const Tensor device = range_view(params, p.range).elements(p.offset, p.count);
       backend_.transfer_to_device(device.data, host_masters_->tensor(p.range).elements(p.offset, p.count).data,
                                   device.bytes());
     }
     unit.staged = false;
+    // Units run in unit_of_block's order: block L-1 first, the tensors outside the blocks last.
+    if (masters_in_parameters_ && masters_updated_)
+      masters_updated_(u < static_cast<size_t>(blocks_) ? blocks_ - 1 - static_cast<int>(u) : -1);
   }
   // The next forward, and the data-parallel gather of a shard, read the weights just sent.
   backend_.order_after_transfers();

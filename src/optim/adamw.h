@@ -27,6 +27,11 @@
 // is the same run bit for bit. The masters are taken from the device's weights at the first update after
 // construction or after state_from_host (a resume), since initialisation, loading and the data-parallel
 // broadcast write those.
+// Where the model keeps its FP32 masters in host memory itself (GPT's masters_host: one rank, a narrow
+// recipe), the parameter arena the update is given is those masters: AdamW updates them in place, keeps
+// no copy and sends nothing back itself; as each unit is done it calls the hook set by on_masters_updated,
+// through which the model casts that block's compute copy from them (over its staging buffer) while the
+// next units update.
 #pragma once
 
 #include "backend/backend.h"
@@ -35,11 +40,17 @@
 #include "layout/parameter_layout.h"
 #include "optim/host_arena.h"
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 namespace gpt {
+
+// Offload: where the FP32 masters the update writes are. HostCopy: AdamW's own copy in host memory of the
+// device's weights, sent back after each unit's update. InParameters: the parameter arena itself, which is
+// in host memory (a model built with masters_host); it must own every tensor whole.
+enum class OffloadMasters { HostCopy, InParameters };
 
 // Elements [offset, offset + count) of the parameter tensor at arena index `tensor`.
 struct ParamRange {
@@ -57,7 +68,7 @@ class AdamW {
   AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& backend, std::vector<ParamRange> ranges);
   // Offloaded to `host` (which must outlive this), the ranges' gradients read from device tensors of grad_dtype.
   AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& backend, std::vector<ParamRange> ranges,
-        Backend& host, DType grad_dtype);
+        Backend& host, DType grad_dtype, OffloadMasters masters = OffloadMasters::HostCopy);
 
   // One update with learning rate lr; grad_scale multiplies the gradients (clipping).
   void step(Arena& params, Arena& grads, double lr, double grad_scale);
@@ -73,10 +84,14 @@ class AdamW {
   int64_t num_elements() const { return num_elements_; }
   size_t state_bytes() const { return m_.layout().total_bytes() + v_.layout().total_bytes(); }
 
-  // Offload: whether the state lives on a host backend; the bytes of its host masters and gradient copy;
-  // whether those are in the device backend's pinned memory.
+  // Offload: whether the state lives on a host backend; the bytes of its host masters (0 with the masters
+  // in the parameter arena) and gradient copy; whether the gradient copy, and the masters' copy where it
+  // keeps one, are in the device backend's pinned memory.
   bool offloaded() const { return host_ != nullptr; }
-  bool host_memory_pinned() const { return host_masters_ && host_masters_->pinned(); }
+  bool masters_in_parameters() const { return masters_in_parameters_; }
+  bool host_memory_pinned() const {
+    return host_grads_ && host_grads_->pinned() && (!host_masters_ || host_masters_->pinned());
+  }
   size_t host_master_bytes() const { return host_masters_ ? host_masters_->layout().total_bytes() : 0; }
   size_t host_gradient_bytes() const { return host_grads_ ? host_grads_->layout().total_bytes() : 0; }
   // Offload, one rank owning every tensor whole: queues the copy of block `block`'s gradients ([0, L), or
@@ -86,6 +101,9 @@ class AdamW {
   void stage_gradients(int block, Arena& grads);
   // Forgets what stage_gradients brought over (a step that is not applied leaves it stale), once it landed.
   void forget_staged_gradients();
+  // Offload with the masters in the parameter arena: `hook(block)` runs once the update has written block
+  // `block`'s masters ([0, L), or -1 for the embeddings and final LayerNorm), in the update's order.
+  void on_masters_updated(std::function<void(int block)> hook) { masters_updated_ = std::move(hook); }
   // Offload: milliseconds the last update spent on the host (waiting for gradients, AdamW, queueing the
   // weights' copies back), from its start, when the device has finished the norm, until the next forward
   // may be queued: the device has no compute queued meanwhile. And the part of it AdamW itself took.
@@ -107,7 +125,7 @@ class AdamW {
 
  private:
   AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& backend, std::vector<ParamRange> ranges,
-        Backend* host, DType grad_dtype);
+        Backend* host, DType grad_dtype, OffloadMasters masters);
   // AdamW over elements [offset, offset + params.numel()) of range i, whose weights and gradients these are.
   void update(size_t i, int64_t offset, const Tensor& params, const Tensor& grads, double lr, double grad_scale);
   // Range i's elements in the parameter (or gradient) arena.
@@ -143,7 +161,9 @@ class AdamW {
     uint64_t landed = 0;
     bool staged = false;
   };
-  std::unique_ptr<HostArena> host_masters_, host_grads_;
+  std::unique_ptr<HostArena> host_masters_, host_grads_;  // host_masters_ null with masters_in_parameters_
+  bool masters_in_parameters_ = false;
+  std::function<void(int)> masters_updated_;
   std::vector<Unit> units_;
   int blocks_ = 0;  // L, when owning every tensor whole
   bool masters_loaded_ = false;

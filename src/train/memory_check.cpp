@@ -31,6 +31,7 @@ void check_fits_host_memory(std::span<const MemoryLedger> node_ledgers, const Ho
   MemoryLedger sum;
   for (const MemoryLedger& l : node_ledgers) {
     sum.parameters += l.parameters;
+    sum.master_staging += l.master_staging;
     sum.frozen_weights += l.frozen_weights;
     sum.adapter_scratch += l.adapter_scratch;
     sum.compute_weights += l.compute_weights;
@@ -63,7 +64,8 @@ void check_fits_host_memory(std::span<const MemoryLedger> node_ledgers, const Ho
   GPT_FAIL("{} {} (parameters {}, gradients {}, AdamW {}, activations {}{}{}{}), more than the {} this machine "
            "has available ({} in all); make the model or train.batch_size smaller, or set recompute.mode: full or a "
            "memory.budget (gpt-train plan CONFIG shows each choice's memory){}{}",
-           who, format_bytes(needed), format_bytes(sum.parameters + sum.compute_weights), format_bytes(sum.gradients),
+           who, format_bytes(needed), format_bytes(sum.parameters + sum.master_staging + sum.compute_weights),
+           format_bytes(sum.gradients),
            format_bytes(sum.optimizer), format_bytes(sum.activations()),
            sum.communication > 0 ? ", communication " + format_bytes(sum.communication) : "",
            sum.backend_workspace > 0 ? ", backend workspace " + format_bytes(sum.backend_workspace) : "",

@@ -1,8 +1,16 @@
 #include "train/offload.h"
 
+#include "memory/recompute.h"
+
 #include <spdlog/spdlog.h>
 
 namespace gpt {
+
+Backend& offload_host(Backend& backend, int threads, std::unique_ptr<Backend>& host_backend) {
+  if (backend.capabilities().device_memory_is_host) return backend;
+  if (!host_backend) host_backend = make_backend(BackendKind::Cpu, {threads, false, AttentionKind::Materialised, -1});
+  return *host_backend;
+}
 
 std::unique_ptr<AdamW> make_optimizer(const Config& config, GPT& model, const DataParallel& dp, Backend& backend,
                                       int threads, std::unique_ptr<Backend>& host_backend) {
@@ -10,27 +18,36 @@ std::unique_ptr<AdamW> make_optimizer(const Config& config, GPT& model, const Da
   if (config.memory.offload != "optimizer")
     return dp.zero_stage() == 1 ? std::make_unique<AdamW>(config.optim, layout, backend, dp.optimizer_ranges())
                                 : std::make_unique<AdamW>(config.optim, layout, backend);
-  Backend* host = &backend;
-  if (!backend.capabilities().device_memory_is_host) {
-    host_backend = make_backend(BackendKind::Cpu, {threads, false, AttentionKind::Materialised, -1});
-    host = host_backend.get();
-  }
+  Backend& host = offload_host(backend, threads, host_backend);
   // The gradients the update reads: the gradient arena's (precision.grad_dtype), or under ZeRO-1 the
   // reduce-scattered shard, which is in the masters' format.
   const DType grad_dtype = dp.zero_stage() == 1 ? model.dtype() : model.gradient_arena().layout().buffer(0).dtype;
-  auto optimizer = std::make_unique<AdamW>(config.optim, layout, backend, dp.optimizer_ranges(), *host, grad_dtype);
+  const OffloadMasters masters = model.masters_on_host() ? OffloadMasters::InParameters : OffloadMasters::HostCopy;
+  auto optimizer =
+      std::make_unique<AdamW>(config.optim, layout, backend, dp.optimizer_ranges(), host, grad_dtype, masters);
+  if (model.masters_on_host()) {
+    optimizer->on_masters_updated([&model](int block) { model.refresh_compute_part(block); });
+    spdlog::info("memory.offload: the FP32 masters ({}) are only in host memory, where AdamW updates them; the "
+                 "device casts its compute copy from them through a {} staging buffer",
+                 format_bytes(layout.arena_layout().total_bytes()),
+                 format_bytes(model.master_staging_arena()->layout().total_bytes()));
+  }
   const std::string bytes = fmt::format("{:.1f} MiB", static_cast<double>(optimizer->host_master_bytes() +
                                                                           optimizer->host_gradient_bytes()) / (1 << 20));
+  // What crosses the bus from AdamW's own buffers: the gradients' host copy, and its masters' copy where it
+  // keeps one (the model's host masters are ordinary memory of the host backend).
+  const std::string what =
+      model.masters_on_host() ? "the gradients' host copy" : "the FP32 masters and the gradients' host copy";
   if (optimizer->host_memory_pinned())
-    spdlog::info("memory.offload: the FP32 masters and the gradients' host copy ({}) are in pinned host memory: "
-                 "their copies run on the {} backend's copy stream beside backward and AdamW", bytes, backend.name());
+    spdlog::info("memory.offload: {} ({}) in pinned host memory: the copies run on the {} backend's copy stream "
+                 "beside backward and AdamW", what, bytes, backend.name());
   else if (backend.capabilities().device_memory_is_host)
-    spdlog::info("memory.offload: the FP32 masters and the gradients' host copy ({}) are in ordinary memory: the {} "
-                 "backend's device memory is the host's, so each transfer is a plain copy", bytes, backend.name());
+    spdlog::info("memory.offload: {} ({}) in ordinary memory: the {} backend's device memory is the host's, so each "
+                 "transfer is a plain copy", what, bytes, backend.name());
   else
-    spdlog::warn("memory.offload: the {} backend could not pin {} of host memory for the FP32 masters and the "
-                 "gradients' copy; they are in ordinary memory, where each copy holds the host until it is done, "
-                 "so the copies do not overlap backward", backend.name(), bytes);
+    spdlog::warn("memory.offload: the {} backend could not pin {} of host memory for {}; it is ordinary memory, "
+                 "where each copy holds the host until it is done, so the copies do not overlap backward",
+                 backend.name(), bytes, what);
   return optimizer;
 }
 

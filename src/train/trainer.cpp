@@ -152,8 +152,10 @@ RecomputePolicy Trainer::plan() {
 void Trainer::build(const RecomputePolicy& policy) {
   const TrainConfig& t = config_.train;
   const int rank = comm_->rank(), world = comm_->world_size();
+  const int threads = threads_per_rank(t.threads, comm_->local_size());
+  Backend* masters_host = masters_on_host(config_, world) ? &offload_host(*backend_, threads, host_backend_) : nullptr;
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy, recipe_,
-                                 LoraSpec::from_config(config_.finetune));
+                                 LoraSpec::from_config(config_.finetune), masters_host);
   if (recipe_.uses_loss_scaling()) scaler_.emplace(recipe_.loss_scale);
   dp_ = std::make_unique<DataParallel>(*model_, *comm_, config_.dist.zero,
                                        config_.dist.reduce_dtype == "bf16" ? DType::BF16 : DType::F32);
@@ -173,8 +175,7 @@ void Trainer::build(const RecomputePolicy& policy) {
     for (int r = 0; r < world; ++r)
       spdlog::info("  rank {}: local rank {} of {}, {} threads", r, where[3 * r], where[3 * r + 1], where[3 * r + 2]);
   }
-  optimizer_ = make_optimizer(config_, *model_, *dp_, *backend_, threads_per_rank(t.threads, comm_->local_size()),
-                              host_backend_);
+  optimizer_ = make_optimizer(config_, *model_, *dp_, *backend_, threads, host_backend_);
   step_runner_ = std::make_unique<StepRunner>(config_, *model_, *dp_, *optimizer_, scaler_ ? &*scaler_ : nullptr);
   tokenizer_ = make_tokenizer(config_.data.tokenizer, config_.data.tokenizer_path);
 
@@ -305,7 +306,8 @@ void Trainer::log_start() const {
                t.grad_accum_steps, world, t.batch_size, t.seq_len,
                static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size * t.seq_len, t.steps);
   spdlog::info("memory: {} (parameters {}, gradients {}, AdamW {}, activations {}{}); precision {}, recompute {}",
-               format_bytes(ledger.total()), format_bytes(ledger.parameters + ledger.compute_weights),
+               format_bytes(ledger.total()),
+               format_bytes(ledger.parameters + ledger.master_staging + ledger.compute_weights),
                format_bytes(ledger.gradients), format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
                ledger.backend_workspace > 0 ? ", backend workspace " + format_bytes(ledger.backend_workspace) : "",
                config_.precision.recipe, model_->activation_plan().policy.describe());
@@ -313,7 +315,8 @@ void Trainer::log_start() const {
 }
 
 MemoryLedger Trainer::rank_ledger() const {
-  MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, config_.train.batch_size, backend_planned_);
+  MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, config_.train.batch_size,
+                                   backend_planned_, comm_->world_size());
   if (comm_->world_size() > 1) {
     // This rank's optimizer state (a ZeRO-1 shard) and the data-parallel buffers, which the config alone does not give.
     ledger.communication = dp_->buffer_bytes();

@@ -96,12 +96,14 @@ class Trainer {
   Communicator* comm_ = nullptr;
   std::unique_ptr<Backend> backend_;
   BackendCapabilities backend_planned_;  // as the backend reported them when the memory was planned
+  // memory.offload where the device is not the host: AdamW's backend, and the memory of the model's masters
+  // when they are on the host, so it outlives the model.
+  std::unique_ptr<Backend> host_backend_;
   std::unique_ptr<GPT> model_;
   std::unique_ptr<DataParallel> dp_;
   // The backend's own communicator (NCCL). Destroyed before the buffers its collectives use (dp_'s, the
   // model's) and before the backend: it drains or aborts its collectives first.
   std::unique_ptr<Communicator> device_comm_;
-  std::unique_ptr<Backend> host_backend_;  // memory.offload where the device is not the host: AdamW's backend
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<StepRunner> step_runner_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;

@@ -1,8 +1,12 @@
 // Optimizer offload (memory.offload: optimizer) on the CPU backend, where host and device memory are one and
 // the offloaded optimizer runs the same host-AdamW code path it runs beside a GPU:
 //   - an offloaded run equals the same run without offload bit for bit (losses and weights) over 5 steps,
-//     with and without accumulation, in fp32 and in bf16 with BF16 gradients (the host copy in BF16);
-//   - resuming an offloaded run from its checkpoint equals the uninterrupted run;
+//     with and without accumulation, in fp32, in bf16 with BF16 gradients (the host copy in BF16), fp16 and
+//     fp8 (delayed and current scaling); under the narrow recipes the FP32 masters are in host memory only,
+//     cast into the compute copy through the device's staging buffer, wte in two pieces;
+//   - resuming an offloaded run from its checkpoint equals the uninterrupted run, in fp32, bf16 and fp8;
+//   - with the masters on the host, the ledger's device column has the staging buffer instead of the FP32
+//     masters, in the bytes the model allocates;
 //   - AdamW's offloaded update over ranges (a ZeRO-1 shard) and with gradients staged block by block
 //     equals the update on the device;
 //   - the ledger's host column, the planner choosing offload last (and never where device memory is the
@@ -32,6 +36,9 @@ struct RunOutcome {
 RunOutcome train(const Config& c) {
   Trainer t(c, config_to_yaml(c));
   EXPECT_EQ(t.optimizer().offloaded(), c.memory.offload == "optimizer");
+  const bool on_host = c.memory.offload == "optimizer" && c.precision.recipe != "fp32";
+  EXPECT_EQ(t.model().masters_on_host(), on_host);
+  EXPECT_EQ(t.optimizer().masters_in_parameters(), on_host);
   t.run();
   return {logged_losses(c.log.run_dir), t.model().parameters_to_host()};
 }
@@ -42,10 +49,16 @@ TEST(Offload, OffloadedRunEqualsTheRunWithoutOffloadBitwise) {
   struct Variant {
     std::string recipe, grad_dtype;
     int accumulation;
+    std::string fp8_scaling = "delayed";
   };
-  for (const Variant& v : {Variant{"fp32", "fp32", 1}, Variant{"fp32", "fp32", 2}, Variant{"bf16", "bf16", 2}}) {
-    SCOPED_TRACE(v.recipe + " grads " + v.grad_dtype + " accumulation " + std::to_string(v.accumulation));
+  for (const Variant& v : {Variant{"fp32", "fp32", 1}, Variant{"fp32", "fp32", 2}, Variant{"bf16", "bf16", 2},
+                           Variant{"fp16", "fp32", 1}, Variant{"fp8", "bf16", 2},
+                           Variant{"fp8", "fp32", 1, "current"}}) {
+    SCOPED_TRACE(v.recipe + " " + v.fp8_scaling + " grads " + v.grad_dtype + " accumulation " +
+                 std::to_string(v.accumulation));
     Config c = base;
+    // wte (152 x 32) outgrows the master staging buffer (a block's fcw, 4 x 32 x 32), so it crosses in two pieces.
+    c.model.vocab_size = 150;
     c.model.dropout = 0.1;
     c.train.steps = 5;
     c.train.batch_size = 8 / v.accumulation;
@@ -53,7 +66,8 @@ TEST(Offload, OffloadedRunEqualsTheRunWithoutOffloadBitwise) {
     c.optim.grad_clip = 0.5;  // clipping active: the offloaded update must see the same norm
     c.precision.recipe = v.recipe;
     c.precision.grad_dtype = v.grad_dtype;
-    const std::string tag = v.recipe + "_" + std::to_string(v.accumulation);
+    c.precision.fp8_scaling = v.fp8_scaling;
+    const std::string tag = v.recipe + "_" + v.fp8_scaling + "_" + std::to_string(v.accumulation);
     c.log.run_dir = dir.file("plain_" + tag);
     const RunOutcome plain = train(c);
     c.memory.offload = "optimizer";
@@ -67,14 +81,69 @@ TEST(Offload, OffloadedRunEqualsTheRunWithoutOffloadBitwise) {
 
 TEST(Offload, ResumeOfAnOffloadedRunEqualsTheUninterruptedRun) {
   TempDir dir;
+  const Config base = synthetic_run(dir, kPattern, 30000, false);
+  for (const std::string recipe : {"fp32", "bf16", "fp8"}) {
+    SCOPED_TRACE(recipe);
+    Config c = base;
+    c.model.dropout = 0.1;
+    c.train.steps = 6;
+    c.memory.offload = "optimizer";
+    c.precision.recipe = recipe;
+    c.log.run_dir = dir.file("straight_" + recipe);
+    Trainer straight(c, config_to_yaml(c));
+    straight.run();
+    EXPECT_EQ(weights_after_resume(c, 3, dir.file("resumed_" + recipe)), straight.model().parameters_to_host());
+    EXPECT_EQ(logged_losses(dir.file("resumed_" + recipe)), logged_losses(c.log.run_dir));
+  }
+}
+
+// bf16 with and without offload: the offloaded model's FP32 masters are the arena of the host backend, the
+// device has the staging buffer beside the compute copy, and the ledger plans exactly those bytes.
+TEST(Offload, UnderANarrowRecipeTheLedgerHasTheStagingBufferInsteadOfTheDevicesFp32Masters) {
+  TempDir dir;
   Config c = synthetic_run(dir, kPattern, 30000, false);
-  c.model.dropout = 0.1;
-  c.train.steps = 6;
-  c.memory.offload = "optimizer";
-  Trainer straight(c, config_to_yaml(c));
-  straight.run();
-  EXPECT_EQ(weights_after_resume(c, 3, dir.file("resumed")), straight.model().parameters_to_host());
-  EXPECT_EQ(logged_losses(dir.file("resumed")), logged_losses(c.log.run_dir));
+  c.precision.recipe = "bf16";
+  c.log.run_dir = dir.file("plain");
+  Trainer plain(c, config_to_yaml(c));
+  Config o = c;
+  o.memory.offload = "optimizer";
+  o.log.run_dir = dir.file("offload");
+  Trainer offloaded(o, config_to_yaml(o));
+  GPT& model = offloaded.model();
+  ASSERT_TRUE(model.masters_on_host());
+  ASSERT_FALSE(plain.model().masters_on_host());
+  EXPECT_EQ(plain.model().master_staging_arena(), nullptr);
+
+  auto backend = make_backend(BackendKind::Cpu, {1});
+  const BackendCapabilities caps = backend->capabilities();
+  const RecomputePolicy none = resolve_recompute(c.recompute, c.model.n_layer);
+  const MemoryLedger lp = ledger_for(c, none, c.train.batch_size, caps),
+                     lo = ledger_for(o, none, c.train.batch_size, caps);
+  const uint64_t fp32 = plain.model().parameter_arena().layout().total_bytes();
+  const uint64_t staging = model.master_staging_arena()->layout().total_bytes();
+  EXPECT_EQ(lp.parameters, fp32);
+  EXPECT_EQ(lp.master_staging, 0u);
+  EXPECT_EQ(lo.parameters, 0u);
+  EXPECT_EQ(lo.master_staging, staging);
+  EXPECT_EQ(lo.host_parameters, fp32);
+  EXPECT_EQ(model.parameter_arena().layout().total_bytes(), fp32);
+  EXPECT_EQ(lo.compute_weights, model.compute_weight_arena()->layout().total_bytes());
+  EXPECT_EQ(lo.compute_weights, lp.compute_weights);
+  // The largest block slice: fcw's 4C x C, against every FP32 weight of the model.
+  const int64_t C = c.model.n_embd;
+  EXPECT_EQ(staging, static_cast<uint64_t>(4 * C * C * 4));
+  EXPECT_LT(staging, fp32 / 4);
+  // The device gives up the FP32 masters and the moments and takes the staging buffer.
+  EXPECT_EQ(lp.total() - lo.total(), fp32 + lp.optimizer - staging);
+  EXPECT_NE(lo.table().find("FP32 staging"), std::string::npos) << lo.table();
+  // The first step writes exactly the planned activations.
+  EXPECT_EQ(offloaded.run().measured_activation_bytes, lo.activations());
+  // Over two ranks the collectives move the device's FP32 weights, which stay.
+  EXPECT_FALSE(masters_on_host(o, 2));
+  EXPECT_EQ(ledger_for(o, none, c.train.batch_size, caps, 2).parameters, fp32);
+  Config fp32_run = o;
+  fp32_run.precision.recipe = "fp32";
+  EXPECT_FALSE(masters_on_host(fp32_run, 1));
 }
 
 // Random gradients into two models from the same weights: one updated by AdamW on the device (the CPU
@@ -143,7 +212,8 @@ TEST(Offload, TheLedgerPutsMastersGradientCopyAndMomentsInTheHostColumn) {
   EXPECT_EQ(o.host_optimizer, p.optimizer);
   EXPECT_EQ(o.host_parameters, p.parameters);
   EXPECT_EQ(o.host_gradients, p.gradients);
-  EXPECT_EQ(o.parameters, p.parameters);
+  EXPECT_EQ(o.parameters, p.parameters);  // fp32: the forward reads the device's masters
+  EXPECT_EQ(o.master_staging, 0u);
   EXPECT_EQ(o.total(), p.total() - p.optimizer);
   EXPECT_EQ(o.host_total(), p.parameters + p.gradients + p.optimizer);
   EXPECT_NE(o.table().find("host"), std::string::npos) << o.table();

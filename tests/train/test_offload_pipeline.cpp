@@ -4,6 +4,9 @@
 //     copy is queued right after backward finished the block, before the blocks below it; AdamW goes unit
 //     by unit after the norm, each unit waiting only for its own copy, and its weights' copy back is queued
 //     before the next unit's AdamW; the ops are ordered behind the last copy before anything else is queued;
+//   - with the masters on the host (bf16), each unit's masters cross to the staging buffer a tensor at a
+//     time, each followed by its cast into the compute copy, before the next unit's AdamW, and the next
+//     forward casts nothing;
 //   - an update whose hook staged only some blocks (the rest copied by the update) equals AdamW on the
 //     device bit for bit;
 //   - the host-side failures (host memory refused, a block staged twice or out of range, a shard staged,
@@ -13,6 +16,7 @@
 #include "dist/data_parallel.h"
 #include "dist/single_communicator.h"
 #include "forwarding_backend.h"
+#include "memory/planner.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "optim/host_arena.h"
@@ -50,6 +54,7 @@ class RecordingBackend final : public ForwardingBackend {
     log("sum_of_squares", [&] { ForwardingBackend::sum_of_squares(a); });
   }
   void adamw_update(const AdamWArgs& a) override { log("adamw", [&] { ForwardingBackend::adamw_update(a); }); }
+  void cast(const CastArgs& a) override { log("cast", [&] { ForwardingBackend::cast(a); }); }
   uint64_t transfer_to_host(void* dst, const void* src, size_t bytes) override {
     ForwardingBackend::transfer_to_host(dst, src, bytes);
     events.push_back({"d2h", ++tickets});
@@ -191,6 +196,70 @@ TEST(OffloadPipeline, AnUpdateWithSomeBlocksStagedEqualsAdamWOnTheDeviceBitwise)
   EXPECT_EQ(offloaded.state_to_host(), device.state_to_host());
 }
 
+TEST(OffloadPipeline, WithTheMastersOnTheHostEachUnitIsCastIntoTheComputeCopyBeforeTheNextUnitsAdamW) {
+  auto cpu = make_backend(BackendKind::Cpu, {1});
+  RecordingBackend backend(*cpu);
+  Config c;
+  c.model = tiny_model(16, 3, 16, 2, 8);
+  c.train.batch_size = 2;
+  c.train.seq_len = 8;
+  c.train.steps = 4;
+  c.memory.offload = "optimizer";
+  c.precision.recipe = "bf16";
+  ASSERT_TRUE(masters_on_host(c, 1));
+  std::unique_ptr<Backend> host_backend;
+  Backend& host = offload_host(backend, 1, host_backend);
+  EXPECT_EQ(&host, &backend);  // the CPU's device memory is the host's
+  GPT model(c.model, c.train.batch_size, c.train.seq_len, backend, DType::F32, {}, precision_recipe(c.precision), {},
+            &host);
+  model.init_weights(3);
+  SingleCommunicator comm;
+  DataParallel dp(model, comm, 0);
+  std::unique_ptr<AdamW> optimizer = make_optimizer(c, model, dp, backend, 1, host_backend);
+  ASSERT_TRUE(optimizer->masters_in_parameters());
+  EXPECT_EQ(optimizer->host_master_bytes(), 0u);
+  StepRunner runner(c, model, dp, *optimizer, nullptr);
+  std::vector<int32_t> tokens(static_cast<size_t>(c.train.batch_size * c.train.seq_len));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((5 * i + 1) % 16);
+  runner.run(0, tokens, tokens);
+  backend.events.clear();
+  runner.run(1, tokens, tokens);
+
+  // Each master tensor of a part crosses in pieces of the staging buffer's size, each copied, ordered
+  // after and cast.
+  const int L = c.model.n_layer;
+  const int64_t staging = model.master_staging_arena()->tensor(0).numel();
+  const ArenaLayout& layout = model.parameter_layout().arena_layout();
+  auto casts_of_part = [&](bool outside) {
+    int64_t pieces = 0;
+    for (const ArenaBuffer& b : layout.buffers()) {
+      if (outside_blocks(b.name) != outside) continue;
+      const int64_t n = static_cast<int64_t>(b.bytes / 4) / (outside ? 1 : L);
+      pieces += (n + staging - 1) / staging;
+    }
+    return pieces;
+  };
+  EXPECT_GT(casts_of_part(false), 0);
+  std::vector<std::string> expected;
+  for (int u = 0; u <= L; ++u) {
+    expected.push_back("wait");
+    for (size_t p = 0; p < optimizer->unit_pieces(u).size(); ++p) expected.push_back("adamw");
+    for (int64_t k = 0; k < casts_of_part(u == L); ++k)
+      for (const char* what : {"h2d", "order", "cast"}) expected.push_back(what);
+  }
+  expected.push_back("order");
+  const std::vector<Event>& e = backend.events;
+  const size_t first_wait = find_last(e, "wait", find(e, "adamw"));
+  ASSERT_LE(first_wait + expected.size(), e.size());
+  std::vector<std::string> got;
+  for (size_t i = first_wait; i < first_wait + expected.size(); ++i) got.push_back(e[i].what);
+  EXPECT_EQ(got, expected);
+  // The update left the whole compute copy fresh: the next forward starts without a cast.
+  backend.events.clear();
+  runner.run(2, tokens, tokens);
+  EXPECT_LT(find(backend.events, "embedding_forward"), find(backend.events, "cast"));
+}
+
 class RefusingHost final : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
@@ -241,6 +310,16 @@ TEST(OffloadPipeline, HostSideFailuresSayWhatAndWhere) {
       error_message([&] { narrow.step(model.parameter_arena(), model.gradient_arena(), 1e-3, 1.0); });
   for (const std::string part : {"offloaded AdamW: range ", "f32 gradients", "its host copy holds", "bf16"})
     EXPECT_NE(format.find(part), std::string::npos) << part << " not in: " << format;
+
+  // The masters leave the device only where the products read a compute copy, and AdamW updates them in
+  // place only owning every tensor whole.
+  const std::string fp32_masters =
+      error_message([&] { GPT on_host(m, 2, 8, *backend, DType::F32, {}, PrecisionRecipe{}, {}, backend.get()); });
+  for (const std::string part : {"compute copy", "the fp32 recipe"})
+    EXPECT_NE(fp32_masters.find(part), std::string::npos) << part << " not in: " << fp32_masters;
+  const std::string in_shard = error_message(
+      [&] { AdamW in_place(config, layout, *backend, shard, *backend, DType::F32, OffloadMasters::InParameters); });
+  EXPECT_NE(in_shard.find("every tensor whole"), std::string::npos) << in_shard;
 }
 
 }  // namespace
