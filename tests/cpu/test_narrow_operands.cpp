@@ -396,6 +396,32 @@ TEST(NarrowStore, FastPathsEqualTheScalarRule) {
   for (DType format : {DType::E4M3, DType::E5M2}) check(format, 37.5f);
 }
 
+// Decoding, fast paths included (F16's vcvtph2ps where the build has AVX-512), gives every code of each
+// format exactly the scalar rule's FP32 value, and a NaN for every NaN code (BF16's shift keeps the
+// payload, the scalar rule gives the canonical NaN: both are NaN, which is all a kernel may rely on).
+TEST(NarrowLoad, FastPathsEqualTheScalarRule) {
+  for (DType format : {DType::BF16, DType::F16, DType::E4M3, DType::E5M2}) {
+    SCOPED_TRACE(dtype_name(format));
+    visit_float_format(format, [&](auto fmt) {
+      using Fmt = decltype(fmt);
+      using Storage = typename Fmt::Storage;
+      const int64_t n = int64_t{1} << (8 * sizeof(Storage));
+      std::vector<Storage> codes(static_cast<size_t>(n));
+      for (int64_t c = 0; c < n; ++c) codes[static_cast<size_t>(c)] = static_cast<Storage>(c);
+      std::vector<float> got(static_cast<size_t>(n));
+      cpu_backend().cast({Tensor(got.data(), {n}), Tensor(codes.data(), {n}, format)});
+      int64_t bad = 0;
+      for (int64_t c = 0; c < n; ++c) {
+        const float want_value = Fmt::decode(static_cast<Storage>(c)), value = got[static_cast<size_t>(c)];
+        const uint32_t want = f32_bits(want_value), have = f32_bits(value);
+        const bool same = std::isnan(want_value) ? std::isnan(value) : want == have;
+        if (!same && bad++ < 5) ADD_FAILURE() << "code " << c << " bits " << have << " want " << want;
+      }
+      EXPECT_EQ(bad, 0);
+    });
+  }
+}
+
 // Current scaling: the scale from the tensor's own amax, computed by the backend, as fp8_scale_from_amax.
 TEST(Fp8CurrentScale, SetsTheScaleFromTheTensorsAmax) {
   std::vector<double> x = test::random_vector(101, 5, 7.0);
