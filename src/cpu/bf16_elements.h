@@ -6,9 +6,13 @@
 // bit what the staged kernel gives.
 #pragma once
 
+#include "core/tensor.h"
 #include "precision/float_formats.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 namespace gpt::cpu {
 
@@ -33,5 +37,22 @@ inline Bf16 bf16_round(float x) {
 inline float widen(float x) { return x; }
 inline double widen(double x) { return x; }
 inline float widen(Bf16 x) { return bf16_value(x); }
+
+// A value a kernel computed stored as element type E: a wide element takes the cast the wide kernel makes;
+// a BF16 one is rounded to FP32 first (where it was computed in double), then to BF16: the staged
+// kernel's FP32 result followed by encode's rounding, the same two roundings.
+template <class E, class V>
+inline E stored_as(V value) {
+  if constexpr (std::is_same_v<E, Bf16>) {
+    return bf16_round(static_cast<float>(value));
+  } else {
+    return static_cast<E>(value);
+  }
+}
+
+// Whether every one of tensors is BF16 (a BF16 tensor never carries FP8 scaling).
+inline bool all_bf16(std::initializer_list<const Tensor*> tensors) {
+  return std::all_of(tensors.begin(), tensors.end(), [](const Tensor* t) { return t->dtype == DType::BF16; });
+}
 
 }  // namespace gpt::cpu

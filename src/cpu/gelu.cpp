@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
 
 namespace gpt::cpu {
 namespace {
@@ -79,10 +78,6 @@ void gelu_forward_bf16(Bf16* out, const Bf16* in, int64_t n) {
 void gelu_backward_bf16(Bf16* din, const Bf16* dout, const Bf16* in, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) din[i] = bf16_round(gelu_grad(bf16_value(in[i])) * bf16_value(dout[i]));
-}
-
-bool all_bf16(std::initializer_list<const Tensor*> tensors) {
-  return std::all_of(tensors.begin(), tensors.end(), [](const Tensor* t) { return t->dtype == DType::BF16; });
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "backend/op_checks.h"
 
 #include "cpu/cpu_backend.h"
+#include "cpu/bf16_elements.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 #include "cpu/vec_math.h"
@@ -25,56 +26,59 @@ namespace {
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 14;
 
-template <class T>
-void layernorm_forward_kernel(T* out, T* mean, T* rstd, const T* in, const T* weight, const T* bias, int64_t n_rows, int64_t c,
+// T: the statistics' type and what the kernel computes in (with double accumulators); E: the activations'
+// element type (T itself, or Bf16 read and written in place); W: the weight and bias's.
+template <class T, class E, class W>
+void layernorm_forward_kernel(E* out, T* mean, T* rstd, const E* in, const W* weight, const W* bias, int64_t n_rows, int64_t c,
                               double eps) {
 #pragma omp parallel for schedule(static) if (n_rows * c > kParallelMin)
   for (int64_t i = 0; i < n_rows; ++i) {
-    const T* x = in + i * c;
-    const double m = lane_sum(c, [&](int64_t j) { return x[j]; }) / c;
+    const E* x = in + i * c;
+    const double m = lane_sum(c, [&](int64_t j) { return widen(x[j]); }) / c;
     const double var = lane_sum(c, [&](int64_t j) {
-      const double d = x[j] - m;
+      const double d = widen(x[j]) - m;
       return d * d;
     });
     const double s = 1.0 / std::sqrt(var / c + eps);
-    T* y = out + i * c;
-    for (int64_t j = 0; j < c; ++j) y[j] = static_cast<T>((x[j] - m) * s * weight[j] + bias[j]);
+    E* y = out + i * c;
+    for (int64_t j = 0; j < c; ++j) y[j] = stored_as<E>((widen(x[j]) - m) * s * widen(weight[j]) + widen(bias[j]));
     mean[i] = static_cast<T>(m);
     rstd[i] = static_cast<T>(s);
   }
 }
 
-template <class T>
-void layernorm_input_grad(T* din, const T* dout, const T* in, const T* weight, const T* mean, const T* rstd, int64_t n_rows,
+template <class T, class E, class W>
+void layernorm_input_grad(E* din, const E* dout, const E* in, const W* weight, const T* mean, const T* rstd, int64_t n_rows,
                           int64_t c) {
 #pragma omp parallel for schedule(static) if (n_rows * c > kParallelMin)
   for (int64_t i = 0; i < n_rows; ++i) {
-    const T* x = in + i * c;
-    const T* dy = dout + i * c;
+    const E* x = in + i * c;
+    const E* dy = dout + i * c;
     const double m = mean[i], s = rstd[i];
     double dn_sum = 0, dn_n_sum = 0;
     lane_sum2(
         c,
         [&](int64_t j, double& a, double& b) {
-          const double dn = static_cast<double>(weight[j]) * dy[j];
+          const double dn = static_cast<double>(widen(weight[j])) * widen(dy[j]);
           a = dn;
-          b = dn * ((x[j] - m) * s);
+          b = dn * ((widen(x[j]) - m) * s);
         },
         dn_sum, dn_n_sum);
     const double dn_mean = dn_sum / c, dn_n_mean = dn_n_sum / c;
-    T* dx = din + i * c;
+    E* dx = din + i * c;
     for (int64_t j = 0; j < c; ++j) {
-      const double dn = static_cast<double>(weight[j]) * dy[j];
-      const double norm = (x[j] - m) * s;
-      dx[j] = static_cast<T>(dx[j] + (dn - dn_mean - norm * dn_n_mean) * s);
+      const double dn = static_cast<double>(widen(weight[j])) * widen(dy[j]);
+      const double norm = (widen(x[j]) - m) * s;
+      dx[j] = stored_as<E>(widen(dx[j]) + (dn - dn_mean - norm * dn_n_mean) * s);
     }
   }
 }
 
 constexpr int64_t kColumnBlock = 64;
 
-template <class T>
-void layernorm_param_grads(T* dweight, T* dbias, const T* dout, const T* in, const T* mean, const T* rstd, int64_t n_rows,
+// G: the parameter gradients' element type (T itself, or Bf16 under precision.grad_dtype: bf16).
+template <class T, class E, class G>
+void layernorm_param_grads(G* dweight, G* dbias, const E* dout, const E* in, const T* mean, const T* rstd, int64_t n_rows,
                            int64_t c) {
   const int64_t blocks = (c + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static) if (n_rows * c > kParallelMin)
@@ -83,24 +87,35 @@ void layernorm_param_grads(T* dweight, T* dbias, const T* dout, const T* in, con
     const int64_t width = std::min(kColumnBlock, c - j0);
     Accum<T> dw[kColumnBlock] = {}, db[kColumnBlock] = {};
     for (int64_t i = 0; i < n_rows; ++i) {
-      const T* x = in + i * c + j0;
-      const T* dy = dout + i * c + j0;
+      const E* x = in + i * c + j0;
+      const E* dy = dout + i * c + j0;
       const Accum<T> m = mean[i], s = rstd[i];
       for (int64_t j = 0; j < width; ++j) {
-        dw[j] += dy[j] * ((x[j] - m) * s);
-        db[j] += dy[j];
+        dw[j] += widen(dy[j]) * ((widen(x[j]) - m) * s);
+        db[j] += widen(dy[j]);
       }
     }
     for (int64_t j = 0; j < width; ++j) {
-      dweight[j0 + j] = static_cast<T>(dweight[j0 + j] + dw[j]);
-      dbias[j0 + j] = static_cast<T>(dbias[j0 + j] + db[j]);
+      dweight[j0 + j] = stored_as<G>(widen(dweight[j0 + j]) + dw[j]);
+      dbias[j0 + j] = stored_as<G>(widen(dbias[j0 + j]) + db[j]);
     }
   }
 }
 
+// The narrow recipes' LayerNorm: activations, weight and bias BF16, the statistics F32 (and the
+// parameter gradients F32 or BF16). Read and written in the kernels' own loops, which is the staged
+// kernels' arithmetic without a pass over every operand (six of them forward, eight backward).
+bool f32_statistics(const Tensor& mean, const Tensor& rstd) { return mean.dtype == DType::F32 && rstd.dtype == DType::F32; }
+
 }  // namespace
 
 void CpuBackend::layernorm_forward(const LayerNormForwardArgs& given) {
+  if (all_bf16({&given.out, &given.in, &given.weight, &given.bias}) && f32_statistics(given.mean, given.rstd)) {
+    const auto [n, c] = check_layernorm_forward(given);
+    layernorm_forward_kernel(given.out.as<Bf16>(), given.mean.as<float>(), given.rstd.as<float>(), given.in.as<Bf16>(),
+                             given.weight.as<Bf16>(), given.bias.as<Bf16>(), n, c, static_cast<double>(given.eps));
+    return;
+  }
   WideOperands w(staging_, {&given.out, &given.mean, &given.rstd, &given.in, &given.weight, &given.bias});
   LayerNormForwardArgs args = given;
   args.in = w.in(given.in);
@@ -119,6 +134,21 @@ void CpuBackend::layernorm_forward(const LayerNormForwardArgs& given) {
 }
 
 void CpuBackend::layernorm_backward(const LayerNormBackwardArgs& given) {
+  if (all_bf16({&given.din, &given.dout, &given.in, &given.weight}) && f32_statistics(given.mean, given.rstd) &&
+      given.dweight.dtype == given.dbias.dtype && (given.dweight.dtype == DType::F32 || given.dweight.dtype == DType::BF16)) {
+    const auto [n, c] = check_layernorm_backward(given);
+    const auto* dout = given.dout.as<Bf16>();
+    const auto* in = given.in.as<Bf16>();
+    const auto* mean = given.mean.as<float>();
+    const auto* rstd = given.rstd.as<float>();
+    layernorm_input_grad(given.din.as<Bf16>(), dout, in, given.weight.as<Bf16>(), mean, rstd, n, c);
+    if (given.dweight.dtype == DType::BF16) {
+      layernorm_param_grads(given.dweight.as<Bf16>(), given.dbias.as<Bf16>(), dout, in, mean, rstd, n, c);
+    } else {
+      layernorm_param_grads(given.dweight.as<float>(), given.dbias.as<float>(), dout, in, mean, rstd, n, c);
+    }
+    return;
+  }
   WideOperands w(staging_, {&given.din, &given.dweight, &given.dbias, &given.dout, &given.in, &given.weight, &given.mean,
                             &given.rstd});
   LayerNormBackwardArgs args = given;

@@ -1,5 +1,6 @@
 #include "cpu/onednn_matmul.h"
 
+#include "cpu/bf16_elements.h"
 #include "precision/float_formats.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -69,6 +70,41 @@ void fp8_to_bf16(const Tensor& t, uint16_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = table[codes[i]];
 }
 
+// The FP32 accumulator of a scaled [m, n] product at the start of the scratch, rounded up to 64 bytes so
+// that oneDNN's scratchpad after it stays aligned.
+size_t accumulator_bytes(int64_t m, int64_t n) { return (static_cast<size_t>(m * n) * sizeof(float) + 63) / 64 * 64; }
+
+// out[m, n] = alpha acc + beta out + bias, in FP32, stored in out's element type E (BF16 rounded once);
+// B is the bias's (no bias: null). The order is that of oneDNN's own epilogue: the output scale, the
+// sum post-op, then the bias.
+template <class E, class B>
+void scaled_epilogue_kernel(E* out, const float* acc, const B* bias, int64_t m, int64_t n, float alpha, float beta) {
+#pragma omp parallel for schedule(static) if (m * n > (1 << 16))
+  for (int64_t i = 0; i < m; ++i) {
+    E* row = out + i * n;
+    const float* a = acc + i * n;
+    for (int64_t j = 0; j < n; ++j) {
+      float v = alpha * a[j];
+      if (beta != 0.0f) v += beta * widen(row[j]);
+      if (bias) v += widen(bias[j]);
+      row[j] = stored_as<E>(v);
+    }
+  }
+}
+
+template <class E>
+void scaled_epilogue_as(E* out, const float* acc, const Tensor& bias, int64_t m, int64_t n, float alpha, float beta) {
+  if (bias.empty()) scaled_epilogue_kernel(out, acc, static_cast<const float*>(nullptr), m, n, alpha, beta);
+  else if (bias.dtype == DType::BF16) scaled_epilogue_kernel(out, acc, bias.as<Bf16>(), m, n, alpha, beta);
+  else scaled_epilogue_kernel(out, acc, bias.as<float>(), m, n, alpha, beta);
+}
+
+void scaled_epilogue(void* out, DType out_dtype, const float* acc, const Tensor& bias, int64_t m, int64_t n, float alpha,
+                     float beta) {
+  if (out_dtype == DType::BF16) scaled_epilogue_as(static_cast<Bf16*>(out), acc, bias, m, n, alpha, beta);
+  else scaled_epilogue_as(static_cast<float*>(out), acc, bias, m, n, alpha, beta);
+}
+
 dnnl::memory::desc matrix_desc(int64_t rows, int64_t cols, DType dtype, bool trans, int64_t ld) {
   // A transposed operand is the row-major [cols, rows] matrix read down its columns.
   const dnnl::memory::dims strides = trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
@@ -114,8 +150,8 @@ std::vector<std::string> onednn_kernels_used() {
 struct OnednnMatmul::State {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  // shape, leading dimensions, transposes, formats, bias format (F64 for none), scaled, beta
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, DType, DType, DType, DType, bool, float>;
+  // shape, leading dimensions, transposes, formats, bias format (F64 for none), beta
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, DType, DType, DType, DType, float>;
   struct Entry {
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul primitive;
@@ -128,10 +164,10 @@ OnednnMatmul::OnednnMatmul() : state_(std::make_unique<State>()) {}
 OnednnMatmul::~OnednnMatmul() = default;
 
 const void* OnednnMatmul::primitive_for(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b,
-                                        DType out_dtype, const Tensor& bias, bool scaled, float beta, size_t scratch_bytes) {
+                                        DType out_dtype, const Tensor& bias, float beta, size_t scratch_bytes) {
   State& s = *state_;
   const DType bias_dtype = bias.empty() ? DType::F64 : bias.dtype;
-  const State::Key key{m, n, k, a.ld, b.ld, a.trans, b.trans, a.dtype, b.dtype, out_dtype, bias_dtype, scaled, beta};
+  const State::Key key{m, n, k, a.ld, b.ld, a.trans, b.trans, a.dtype, b.dtype, out_dtype, bias_dtype, beta};
   auto it = s.cache.find(key);
   if (it == s.cache.end()) {
     const dnnl::memory::desc a_md = matrix_desc(m, k, a.dtype, a.trans, a.ld);
@@ -139,7 +175,6 @@ const void* OnednnMatmul::primitive_for(int64_t m, int64_t n, int64_t k, const O
     const dnnl::memory::desc c_md = matrix_desc(m, n, out_dtype, false, n);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (scaled) attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
     dnnl::post_ops ops;
     if (beta != 0.0f) ops.append_sum(beta);
     if (!bias.empty()) ops.append_binary(dnnl::algorithm::binary_add, matrix_desc(1, n, bias.dtype, false, n));
@@ -163,29 +198,47 @@ const void* OnednnMatmul::primitive_for(int64_t m, int64_t n, int64_t k, const O
   return &*it->second;
 }
 
-bool OnednnMatmul::run(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b, void* out,
-                       DType out_dtype, const Tensor& bias, float alpha, float beta, void* scratch, size_t scratch_bytes) {
+const void* OnednnMatmul::primitive_for_product(int64_t m, int64_t n, int64_t k, const OnednnOperand& a,
+                                                const OnednnOperand& b, DType out_dtype, const Tensor& bias, float alpha,
+                                                float beta, size_t scratch_bytes) {
+  if (alpha == 1.0f) return primitive_for(m, n, k, a, b, out_dtype, bias, beta, scratch_bytes);
+  const size_t acc_bytes = accumulator_bytes(m, n);
+  if (acc_bytes > scratch_bytes) return nullptr;
+  return primitive_for(m, n, k, a, b, DType::F32, Tensor(), 0.0f, scratch_bytes - acc_bytes);
+}
+
+void OnednnMatmul::execute(const void* primitive, const OnednnOperand& a, const OnednnOperand& b, void* out, const Tensor& bias,
+                           float beta, void* scratch) {
   State& s = *state_;
-  const bool scaled = alpha != 1.0f;
-  const auto* found = static_cast<const State::Entry*>(primitive_for(m, n, k, a, b, out_dtype, bias, scaled, beta, scratch_bytes));
-  if (!found) return false;
-  const State::Entry& entry = *found;
+  const State::Entry& entry = *static_cast<const State::Entry*>(primitive);
   const dnnl::matmul::primitive_desc& pd = entry.pd;
   auto mem = [&](const dnnl::memory::desc& md, const void* p) { return dnnl::memory(md, s.engine, const_cast<void*>(p)); };
-  float scale = alpha;
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, mem(pd.src_desc(), a.data)},
       {DNNL_ARG_WEIGHTS, mem(pd.weights_desc(), b.data)},
       {DNNL_ARG_DST, mem(pd.dst_desc(), out)},
       {DNNL_ARG_SCRATCHPAD, mem(pd.scratchpad_desc(), scratch)},
   };
-  if (scaled) args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, mem(dnnl::memory::desc({1}, dt::f32, dnnl::memory::dims{1}), &scale));
   if (!bias.empty()) {
+    const int64_t n = bias.numel();
     const int index = beta != 0.0f ? 1 : 0;
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, mem(matrix_desc(1, n, bias.dtype, false, n), bias.data));
   }
   entry.primitive.execute(s.stream, args);
   s.stream.wait();
+}
+
+bool OnednnMatmul::run(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b, void* out,
+                       DType out_dtype, const Tensor& bias, float alpha, float beta, void* scratch, size_t scratch_bytes) {
+  const void* primitive = primitive_for_product(m, n, k, a, b, out_dtype, bias, alpha, beta, scratch_bytes);
+  if (!primitive) return false;
+  if (alpha == 1.0f) {
+    execute(primitive, a, b, out, bias, beta, scratch);
+    return true;
+  }
+  auto* acc = static_cast<float*>(scratch);
+  execute(primitive, a, b, acc, Tensor(), 0.0f, static_cast<char*>(scratch) + accumulator_bytes(m, n));
+  scaled_epilogue(out, out_dtype, acc, bias, m, n, alpha, beta);
   return true;
 }
 
@@ -200,8 +253,8 @@ bool OnednnMatmul::try_run(const MatmulArgs& args, const GemmShape2D& shape, Mat
   const size_t copies = (a_bytes + 63) / 64 * 64 + (b_bytes + 63) / 64 * 64;
   if (copies > workspace.capacity_bytes()) return false;
   const OnednnOperand a_in{nullptr, DType::BF16, args.trans_a, shape.lda}, b_in{nullptr, DType::BF16, args.trans_b, shape.ldb};
-  if (!primitive_for(shape.m, shape.n, shape.k, a_in, b_in, args.out.dtype, args.bias, args.alpha != 1.0f, args.beta,
-                     workspace.capacity_bytes() - copies))
+  if (!primitive_for_product(shape.m, shape.n, shape.k, a_in, b_in, args.out.dtype, args.bias, args.alpha, args.beta,
+                             workspace.capacity_bytes() - copies))
     return false;
   auto* base = static_cast<char*>(workspace.data());
   const void* a = args.a.data;

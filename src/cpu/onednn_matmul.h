@@ -1,11 +1,14 @@
 // oneDNN's matmul for the narrow products of CPUs that multiply BF16 natively (AVX512-BF16, AMX): BF16
 // operands with FP32 accumulation, read in place; E4M3/E5M2 operands decoded to BF16 (exact: their values
-// are BF16 values) into the planned workspace first. out = alpha op(a) op(b) + beta out + bias is one
-// primitive: alpha, where it is not 1, as a runtime output scale (it carries the FP8 inverse scales, which
-// change every step),
-// beta as a sum post-op, the bias as a binary-add post-op after both, so the bias is not scaled. The output
-// is written by oneDNN (F32, or BF16 rounded to nearest even once); other output formats take the FP32
-// path. oneDNN's scratchpad is given from the workspace too (user scratchpad mode), so it is planned.
+// are BF16 values) into the planned workspace first. out = alpha op(a) op(b) + beta out + bias: with
+// alpha 1, one primitive, beta as a sum post-op, the bias as a binary-add post-op after it, the output
+// written by oneDNN (F32, or BF16 rounded to nearest even once). alpha carries the FP8 inverse scales,
+// which change every step, so it would be a runtime output scale, and oneDNN 2.6 takes one only on its
+// gemm:jit kernels (its brgemm ones, AMX's and AVX512-BF16's, refuse it): on the AMX machine those made
+// the demo's fp8 step cost twice the CPU time of its bf16 step. So a scaled product runs unscaled on
+// brgemm into an FP32 accumulator in the workspace, and one pass applies alpha, beta and the bias in
+// oneDNN's order and stores the output. Other output formats take the FP32 path. oneDNN's scratchpad is given from the workspace
+// too (user scratchpad mode), so it is planned.
 // The CPU backend takes this path wherever the CPU multiplies BF16 natively, unless
 // precision.cpu_narrow_matmul is exact (then the FP32 engine of narrow_matmul.h, the exact emulation).
 //
@@ -61,21 +64,25 @@ class OnednnMatmul {
   // caller takes the FP32 path).
   bool try_run(const MatmulArgs& args, const GemmShape2D& shape, MatmulWorkspace& workspace);
 
-  // The primitive itself, for operands already in a format oneDNN takes (F32 or BF16 a and b; F32 or BF16
+  // The product itself, for operands already in a format oneDNN takes (F32 or BF16 a and b; F32 or BF16
   // out with row length n; bias F32 or BF16 or empty). Returns false when oneDNN has only its reference
-  // implementation for it, or its scratchpad does not fit in [scratch, scratch + scratch_bytes). Tests
-  // call it with F32 operands, which every CPU has, to check the epilogue and the strides.
+  // implementation for it, or its scratchpad (and, scaled, the FP32 accumulator) does not fit in
+  // [scratch, scratch + scratch_bytes). Tests call it with F32 operands, which every CPU has, to check the
+  // epilogue and the strides.
   bool run(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b, void* out, DType out_dtype,
            const Tensor& bias, float alpha, float beta, void* scratch, size_t scratch_bytes);
 
  private:
   // The cached primitive for this product (created on first use), or null when oneDNN has only its
-  // reference implementation or the scratchpad would exceed scratch_bytes. Points into the cache. scaled:
-  // alpha != 1, given at run time. oneDNN 2.6's brgemm matmul takes no runtime output scale, so only the
-  // scaled products (FP8) run on its gemm:jit kernels, whose scratchpad for GPT-2's LM head forward
-  // (BF16 logits) is 103 MB, far beyond the workspace; brgemm's is 0.3 MB.
+  // reference implementation or the scratchpad would exceed scratch_bytes. Points into the cache.
   const void* primitive_for(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b, DType out_dtype,
-                            const Tensor& bias, bool scaled, float beta, size_t scratch_bytes);
+                            const Tensor& bias, float beta, size_t scratch_bytes);
+  // The primitive run() executes for this product: alpha 1, the product's own; otherwise the unscaled one
+  // into an FP32 accumulator, which takes the first bytes of the scratch.
+  const void* primitive_for_product(int64_t m, int64_t n, int64_t k, const OnednnOperand& a, const OnednnOperand& b,
+                                    DType out_dtype, const Tensor& bias, float alpha, float beta, size_t scratch_bytes);
+  void execute(const void* primitive, const OnednnOperand& a, const OnednnOperand& b, void* out, const Tensor& bias, float beta,
+               void* scratch);
 
   struct State;
   std::unique_ptr<State> state_;

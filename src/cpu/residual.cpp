@@ -5,6 +5,7 @@
 // With dropout the work is split into chunks of whole Philox blocks, each walked in order with a cursor.
 #include "cpu/cpu_backend.h"
 #include "backend/op_checks.h"
+#include "cpu/bf16_elements.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 #include "cpu/dropout.h"
@@ -20,55 +21,65 @@ constexpr int64_t kParallelMin = 1 << 14;
 // Elements per parallel work item when a mask is drawn (a multiple of the 4-element Philox block).
 constexpr int64_t kMaskChunk = 4096;
 
-template <class T>
-void residual_add_kernel(T* out, const T* residual, const T* x, int64_t n) {
+// E: the tensors' element type, T's own or Bf16 (the narrow recipes' activations, read and written in
+// place: the staged kernel's arithmetic without its passes over the three tensors).
+template <class E>
+void residual_add_kernel(E* out, const E* residual, const E* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) out[i] = residual[i] + x[i];
+  for (int64_t i = 0; i < n; ++i) out[i] = stored_as<E>(widen(residual[i]) + widen(x[i]));
 }
 
-template <class T>
-void residual_forward_kernel(T* out, const T* residual, const T* x, int64_t n, const DropoutMask& mask) {
+template <class E>
+void residual_forward_kernel(E* out, const E* residual, const E* x, int64_t n, const DropoutMask& mask) {
   const double scale = mask.scale();
   const int64_t chunks = (n + kMaskChunk - 1) / kMaskChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t c = 0; c < chunks; ++c) {
     DropoutCursor cursor(mask);
     for (int64_t i = c * kMaskChunk; i < std::min(n, (c + 1) * kMaskChunk); ++i) {
-      const double branch = cursor.keep(static_cast<uint64_t>(i)) ? x[i] * scale : 0.0;
-      out[i] = static_cast<T>(residual[i] + branch);
+      const double branch = cursor.keep(static_cast<uint64_t>(i)) ? widen(x[i]) * scale : 0.0;
+      out[i] = stored_as<E>(widen(residual[i]) + branch);
     }
   }
 }
 
-template <class T>
-void residual_backward_kernel(T* dx, const T* dout, int64_t n, const DropoutMask& mask) {
+template <class E>
+void residual_backward_kernel(E* dx, const E* dout, int64_t n, const DropoutMask& mask) {
   const double scale = mask.scale();
   const int64_t chunks = (n + kMaskChunk - 1) / kMaskChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t c = 0; c < chunks; ++c) {
     DropoutCursor cursor(mask);
     for (int64_t i = c * kMaskChunk; i < std::min(n, (c + 1) * kMaskChunk); ++i)
-      dx[i] = cursor.keep(static_cast<uint64_t>(i)) ? static_cast<T>(dout[i] * scale) : T(0);
+      dx[i] = cursor.keep(static_cast<uint64_t>(i)) ? stored_as<E>(widen(dout[i]) * scale) : stored_as<E>(0.0f);
   }
+}
+
+// One residual add on E elements: with the dropout mask where it is active, else the plain sum.
+template <class E>
+void residual_forward_elements(E* out, const E* residual, const E* x, int64_t n, const DropoutMask& mask) {
+  if (mask.active()) residual_forward_kernel(out, residual, x, n, mask);
+  else residual_add_kernel(out, residual, x, n);
 }
 
 }  // namespace
 
 void CpuBackend::residual_forward(const ResidualForwardArgs& given) {
+  if (all_bf16({&given.out, &given.residual, &given.x})) {
+    check_residual_forward(given);
+    residual_forward_elements(given.out.as<Bf16>(), given.residual.as<Bf16>(), given.x.as<Bf16>(), given.x.numel(),
+                              DropoutMask(given.dropout));
+    return;
+  }
   WideOperands w(staging_, {&given.out, &given.residual, &given.x});
   ResidualForwardArgs args = given;
   args.residual = w.in(given.residual);
   args.x = w.in(given.x);
   args.out = w.out(given.out);
   check_residual_forward(args);
-  const DType dtype = w.wide();
   const DropoutMask mask(args.dropout);
-  dispatch_float(dtype, [&]<class T>(T) {
-    if (mask.active()) {
-      residual_forward_kernel(args.out.as<T>(), args.residual.as<T>(), args.x.as<T>(), args.x.numel(), mask);
-    } else {
-      residual_add_kernel(args.out.as<T>(), args.residual.as<T>(), args.x.as<T>(), args.x.numel());
-    }
+  dispatch_float(w.wide(), [&]<class T>(T) {
+    residual_forward_elements(args.out.as<T>(), args.residual.as<T>(), args.x.as<T>(), args.x.numel(), mask);
   });
   w.store();
 }
@@ -78,6 +89,10 @@ void CpuBackend::residual_backward(const ResidualBackwardArgs& given) {
   const DropoutMask mask(given.dropout);
   if (!mask.active() && given.dx.dtype == given.dout.dtype && given.dx.scaling == given.dout.scaling) {
     if (given.dx.data != given.dout.data) std::memcpy(given.dx.data, given.dout.data, given.dout.bytes());
+    return;
+  }
+  if (all_bf16({&given.dx, &given.dout})) {
+    residual_backward_kernel(given.dx.as<Bf16>(), given.dout.as<Bf16>(), given.dout.numel(), mask);
     return;
   }
   WideOperands w(staging_, {&given.dx, &given.dout});

@@ -14,6 +14,8 @@
 // vectorise; a single double accumulator is a chain of dependent adds at one element per 4 cycles.
 #pragma once
 
+#include "cpu/bf16_elements.h"
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -111,12 +113,13 @@ inline void lane_sum2(int64_t n, F&& terms, double& sum_a, double& sum_b) {
   sum_b = detail::combine_lanes(acc_b);
 }
 
-// max_i x[i] for n >= 1. Exact in any order, so the compiler may split it across vector lanes.
-template <class T>
-inline T lane_max(const T* x, int64_t n) {
-  T m = x[0];
+// max_i x[i] for n >= 1, in the type the elements widen to (a BF16 element's FP32 value). Exact in any
+// order, so the compiler may split it across vector lanes.
+template <class E>
+inline auto lane_max(const E* x, int64_t n) {
+  auto m = widen(x[0]);
 #pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (int64_t i = 0; i < n; ++i) m = widen(x[i]) > m ? widen(x[i]) : m;
   return m;
 }
 

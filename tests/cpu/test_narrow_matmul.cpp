@@ -255,13 +255,13 @@ TEST(NarrowMatmul, WorkspaceIsPlannedForNarrowRecipesAndHeldOnceANarrowProductRa
   }
 }
 
-// oneDNN's primitive with F32 operands: the same epilogue (alpha, then beta out, then the bias, unscaled)
+// oneDNN's product with F32 operands: the same epilogue (alpha, then beta out, then the bias, unscaled)
 // and strides as the BF16 products use, checked where every CPU has the primitive.
 TEST(OnednnMatmul, AppliesAlphaBetaBiasAndStridesLikeSgemm) {
   cpu::OnednnMatmul onednn;
   const int64_t m = 19, n = 23, k = 31;
   std::vector<std::byte> scratch(1 << 20);
-  // alpha 1 makes a primitive without the runtime output scale (another oneDNN kernel), alpha != 1 one with it.
+  // alpha 1 runs the product as one primitive; alpha != 1 runs it unscaled into an FP32 accumulator, then our epilogue.
   for (int t = 0; t < 8; ++t) {
     for (float beta : {0.0f, 1.0f}) {
       const bool ta = t & 1, tb = t & 2;
