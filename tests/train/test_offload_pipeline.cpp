@@ -9,10 +9,10 @@
 //   - the host-side failures (host memory refused, a block staged twice or out of range, a shard staged,
 //     gradients of another format than their host copy) are errors that say what and where.
 // The CUDA side (pinned memory, the copy stream on the emulator) is tests/cuda/model/test_cuda_offload_pipeline.cpp.
+#include "backend/forwarding_backend.h"
 #include "core/random.h"
 #include "dist/data_parallel.h"
 #include "dist/single_communicator.h"
-#include "forwarding_backend.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "optim/host_arena.h"
