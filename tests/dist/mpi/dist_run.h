@@ -209,6 +209,38 @@ inline void expect_zero_like_plain(const SharedDir& dir, const Config& plain, co
   EXPECT_TRUE(same_on_every_rank(pb));
 }
 
+// ZeRO-1 with AdamW offloaded (memory.offload: optimizer) against ZeRO-1 with AdamW on the device, from
+// `base` (its batch_size the global batch per rank), with and without accumulation: the same losses and
+// weights bit for bit, the host's AdamW rounding as the device's does; each rank's host holds only its
+// shard's masters, gradients and moments, not the whole model's.
+inline void expect_zero_offload_equals_zero_on_device_bitwise(const SharedDir& dir, const Config& base) {
+  for (const int accum : {1, 2}) {
+    SCOPED_TRACE("accumulation " + std::to_string(accum));
+    Config device = base;
+    device.train.batch_size = base.train.batch_size / accum;
+    device.train.grad_accum_steps = accum;
+    device.dist.zero = 1;
+    device.log.run_dir = dir.file("device_" + std::to_string(accum));
+    Config offloaded = device;
+    offloaded.memory.offload = "optimizer";
+    offloaded.log.run_dir = dir.file("offload_" + std::to_string(accum));
+    Trainer a(device, config_to_yaml(device), &world());
+    a.run();
+    Trainer b(offloaded, config_to_yaml(offloaded), &world());
+    EXPECT_TRUE(b.optimizer().offloaded());
+    EXPECT_EQ(b.optimizer().host_master_bytes(), b.optimizer().state_bytes() / 2);
+    EXPECT_LT(b.optimizer().num_elements(), b.model().num_parameters() * 0.6);
+    b.run();
+    if (world().rank() == 0) {
+      const auto losses = logged_losses(device.log.run_dir);
+      EXPECT_EQ(losses.size(), static_cast<size_t>(base.train.steps));
+      EXPECT_EQ(logged_losses(offloaded.log.run_dir), losses);
+    }
+    EXPECT_EQ(a.model().parameters_to_host(), b.model().parameters_to_host());
+    EXPECT_TRUE(same_on_every_rank(b.model().parameters_to_host()));
+  }
+}
+
 // `steps` steps on 2 ranks with ZeRO-1 (from `c`, whose run it takes over) write a checkpoint of two
 // optimizer shards. Resumed on 2 ranks for as many steps again it continues bit for bit; resumed on 1
 // rank (with the same global batch) it continues like the 2-rank run within the data-parallel
