@@ -44,7 +44,7 @@ TEST(NcclDataParallel, OverlapOnAndOffAgreeBitwise) {
 }
 
 // ZeRO-1 on the GPU: reduce-scatter into the shard, AdamW on it, all-gather of the weights, against
-// plain data parallelism (dist_run.h).
+// plain data parallelism: bit for bit without clipping, the gradient norm within F32 rounding (dist_run.h).
 TEST(NcclDataParallel, ZeroOneEqualsPlainDataParallelism) {
   SharedDir dir;
   expect_zero_like_plain(dir, cuda_run(dir, 2, 1, 4), "nccl");
