@@ -6,6 +6,7 @@
 //     cuda/kernels/adamw.cu), so moving the optimizer changes no value.
 //   - A resume of an offloaded run equals the uninterrupted offloaded run bit for bit.
 #include "backend/cuda_entry.h"
+#include "cuda/model/skip_without_cuda.h"
 #include "config/config_loader.h"
 #include "test_util.h"
 #include "train/synthetic_run.h"
@@ -15,10 +16,6 @@
 
 namespace gpt::test {
 namespace {
-
-#define SKIP_WITHOUT_CUDA()     \
-  if (cuda::device_count() == 0) \
-  GTEST_SKIP() << "no CUDA device (" << cuda::describe() << "); gpt_cuda_emu_tests runs these on the emulator"
 
 TEST(CudaOffload, OffloadedRunEqualsTheDeviceRunBitwise) {
   SKIP_WITHOUT_CUDA();

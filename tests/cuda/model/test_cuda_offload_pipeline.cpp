@@ -9,6 +9,7 @@
 //     pinning refused, it is the pinned run bit for bit (tests/cuda/emu/test_offload_pinned_memory.cpp,
 //     which can ask the emulator about memory).
 #include "backend/cuda_entry.h"
+#include "cuda/model/skip_without_cuda.h"
 #include "config/config_loader.h"
 #include "test_util.h"
 #include "train/synthetic_run.h"
@@ -20,10 +21,6 @@
 
 namespace gpt::test {
 namespace {
-
-#define SKIP_WITHOUT_CUDA()     \
-  if (cuda::device_count() == 0) \
-  GTEST_SKIP() << "no CUDA device (" << cuda::describe() << "); gpt_cuda_emu_tests runs these on the emulator"
 
 TEST(CudaOffloadPipeline, TransfersFollowTheComputeStreamAndOrderTheOpsAfterThem) {
   SKIP_WITHOUT_CUDA();
