@@ -42,6 +42,8 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device::CUDA; }
   BackendCapabilities capabilities() const override;
+  // All it holds outside the arenas is what it reserved at construction (capabilities() reports it too).
+  size_t workspace_bytes() const override { return reserved_bytes(); }
   const DeviceInfo& info() const { return info_; }
 
   void* allocate(size_t bytes) override;

@@ -82,18 +82,21 @@ struct BackendCapabilities {
   bool pinned_host_memory = false;
 };
 
+// Every virtual is pure, defaults included (HostMemoryBackend below has those of a backend on host memory),
+// so a wrapper that passes calls on (backend/forwarding_backend.h) does not compile until it forwards a
+// new one: a virtual with a default here would silently skip the wrapped backend.
 class Backend {
  public:
   virtual ~Backend() = default;
 
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
-  virtual BackendCapabilities capabilities() const { return {}; }
+  virtual BackendCapabilities capabilities() const = 0;
   bool attention_keeps_probs() const { return capabilities().attention_keeps_probs; }
   bool stores_low_precision() const { return capabilities().stores_low_precision; }
   // The bytes the backend holds for itself now, outside the arenas: what the first step's memory check
   // sets beside the ledger's backend workspace.
-  virtual size_t workspace_bytes() const { return capabilities().reserved_device_bytes; }
+  virtual size_t workspace_bytes() const = 0;
 
   // Memory: the arenas are the only callers of allocate/deallocate.
   virtual void* allocate(size_t bytes) = 0;
@@ -104,34 +107,49 @@ class Backend {
 
   // Pinned host memory (capabilities().pinned_host_memory): nullptr where the backend has none to give or
   // the allocation failed, and the caller uses ordinary memory instead.
-  virtual void* allocate_pinned(size_t) { return nullptr; }
-  virtual void deallocate_pinned(void*) {}
+  virtual void* allocate_pinned(size_t bytes) = 0;
+  virtual void deallocate_pinned(void* ptr) = 0;
   // Transfers on a copy stream of their own (memory.offload's pipeline). Each starts once every op queued
   // before it has run and overlaps the ops queued after it, which must leave its memory alone; it returns
   // a ticket. wait_transfer(t) blocks the host until transfer t and every transfer before it are done.
   // Ops queued after order_after_transfers() run after every transfer queued before it, and the host does
-  // not wait. The defaults copy at once (on the CPU a transfer is a memcpy, done when it returns).
-  virtual uint64_t transfer_to_host(void* host_dst, const void* src, size_t bytes) {
-    copy_to_host(host_dst, src, bytes);
-    return 0;
-  }
-  virtual uint64_t transfer_to_device(void* dst, const void* host_src, size_t bytes) {
-    copy_to_device(dst, host_src, bytes);
-    return 0;
-  }
-  virtual void wait_transfer(uint64_t) {}
-  virtual void order_after_transfers() {}
+  // not wait.
+  virtual uint64_t transfer_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual uint64_t transfer_to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void wait_transfer(uint64_t ticket) = 0;
+  virtual void order_after_transfers() = 0;
 
   // Data parallelism: the communicator for this backend's buffers (NCCL for CUDA), started over `host`, the
   // job's communicator on host memory (MPI), which outlives it. nullptr: `host` itself serves this
   // backend, whose buffers are host memory.
-  virtual std::unique_ptr<Communicator> make_communicator(Communicator& host);
+  virtual std::unique_ptr<Communicator> make_communicator(Communicator& host) = 0;
 
   // The ops (GPT_BACKEND_OPS): one virtual per argument struct of op_args.h; the mixed-precision
   // conversions cast, amax and quantize_roundtrip are in src/cpu/cast.cpp on the CPU.
 #define GPT_DECLARE_BACKEND_OP(method, Args, op, category) virtual void method(const Args& args) = 0;
   GPT_BACKEND_OPS(GPT_DECLARE_BACKEND_OP)
 #undef GPT_DECLARE_BACKEND_OP
+};
+
+// A backend whose buffers are host memory (the CPU's, a test's): it holds nothing outside the arenas but
+// what its capabilities reserve, has no pinned memory to give, its transfers are copies done when they
+// return, and the job's host communicator serves its buffers.
+class HostMemoryBackend : public Backend {
+ public:
+  size_t workspace_bytes() const override { return capabilities().reserved_device_bytes; }
+  void* allocate_pinned(size_t) override { return nullptr; }
+  void deallocate_pinned(void*) override {}
+  uint64_t transfer_to_host(void* host_dst, const void* src, size_t bytes) override {
+    copy_to_host(host_dst, src, bytes);
+    return 0;
+  }
+  uint64_t transfer_to_device(void* dst, const void* host_src, size_t bytes) override {
+    copy_to_device(dst, host_src, bytes);
+    return 0;
+  }
+  void wait_transfer(uint64_t) override {}
+  void order_after_transfers() override {}
+  std::unique_ptr<Communicator> make_communicator(Communicator& host) override;
 };
 
 enum class BackendKind { Auto, Cpu, Cuda };

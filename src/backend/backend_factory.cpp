@@ -7,7 +7,7 @@
 
 namespace gpt {
 
-std::unique_ptr<Communicator> Backend::make_communicator(Communicator&) { return nullptr; }
+std::unique_ptr<Communicator> HostMemoryBackend::make_communicator(Communicator&) { return nullptr; }
 
 BackendKind parse_backend_kind(const std::string& name) {
   if (name == "auto") return BackendKind::Auto;

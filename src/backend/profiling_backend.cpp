@@ -47,7 +47,7 @@ const char* op_category_name(OpCategory category) {
 const char* profiled_op_name(ProfiledOp op) { return kOps[static_cast<size_t>(op)].name; }
 OpCategory profiled_op_category(ProfiledOp op) { return kOps[static_cast<size_t>(op)].category; }
 
-ProfilingBackend::ProfilingBackend(Backend& inner) : inner_(inner) { shapes_.reserve(64); }
+ProfilingBackend::ProfilingBackend(Backend& inner) : ForwardingBackend(inner) { shapes_.reserve(64); }
 
 void ProfilingBackend::reset() {
   ops_.fill(OpTiming{});
@@ -86,11 +86,11 @@ double ProfilingBackend::timed(ProfiledOp op, F&& f) {
     f();
     return 0.0;
   }
-  inner_.synchronize();
+  inner().synchronize();
   const double cpu_start = process_cpu_seconds();
   const Clock::time_point start = Clock::now();
   f();
-  inner_.synchronize();
+  inner().synchronize();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   OpTiming& t = ops_[static_cast<size_t>(op)];
   ++t.calls;
@@ -100,16 +100,16 @@ double ProfilingBackend::timed(ProfiledOp op, F&& f) {
 }
 
 void ProfilingBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
-  timed(ProfiledOp::CopyToDevice, [&] { inner_.copy_to_device(dst, host_src, bytes); });
+  timed(ProfiledOp::CopyToDevice, [&] { inner().copy_to_device(dst, host_src, bytes); });
 }
 void ProfilingBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
-  timed(ProfiledOp::CopyToHost, [&] { inner_.copy_to_host(host_dst, src, bytes); });
+  timed(ProfiledOp::CopyToHost, [&] { inner().copy_to_host(host_dst, src, bytes); });
 }
 
 // Every op: timed, and a matmul's shape tallied.
 #define GPT_PROFILE_BACKEND_OP(method, Args, op, category)                       \
   void ProfilingBackend::method(const Args& args) {                              \
-    const double seconds = timed(ProfiledOp::op, [&] { inner_.method(args); });  \
+    const double seconds = timed(ProfiledOp::op, [&] { inner().method(args); });  \
     record_shape(args, seconds);                                                 \
   }
 GPT_BACKEND_OPS(GPT_PROFILE_BACKEND_OP)

@@ -7,13 +7,13 @@
 //
 // Besides wall time each op records the process's CPU time (all threads) spent while it ran: on a
 // machine shared with other work, wall time well above CPU time / threads means the op waited for a core.
-// Memory management (allocate/deallocate) is forwarded untimed: it happens outside the step. Host
-// transfers are timed under "other"; the copy stream's transfers
-// (memory.offload's pipeline) are forwarded untimed. Not thread-safe: one thread issues ops, as the model does.
+// Everything else is forwarded untimed (ForwardingBackend): memory management happens outside the step,
+// and the copy stream's transfers (memory.offload's pipeline) overlap the ops around them, which bracketing
+// them with synchronize() would serialise. Host copies are timed under "other". Not thread-safe: one
+// thread issues ops, as the model does.
 #pragma once
 
-#include "backend/backend.h"
-#include "dist/communicator.h"
+#include "backend/forwarding_backend.h"
 
 #include <array>
 #include <chrono>
@@ -59,11 +59,10 @@ struct MatmulShapeTiming {
   }
 };
 
-class ProfilingBackend final : public Backend {
+class ProfilingBackend final : public ForwardingBackend {
  public:
   explicit ProfilingBackend(Backend& inner);
 
-  Backend& inner() { return inner_; }
   // Zeroes every counter; the shape table keeps its storage, so timed steps do not allocate.
   void reset();
   // While disabled, ops are forwarded without timing or counting.
@@ -78,30 +77,8 @@ class ProfilingBackend final : public Backend {
   // CPU time of the whole process so far (CLOCK_PROCESS_CPUTIME_ID), in seconds.
   static double process_cpu_seconds();
 
-  std::string name() const override { return inner_.name(); }
-  Device device() const override { return inner_.device(); }
-  BackendCapabilities capabilities() const override { return inner_.capabilities(); }
-  size_t workspace_bytes() const override { return inner_.workspace_bytes(); }
-
-  void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
-  void deallocate(void* ptr) override { inner_.deallocate(ptr); }
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
-  void synchronize() override { inner_.synchronize(); }
-  // Forwarded untimed: a transfer overlaps the ops around it, and bracketing it with synchronize() would
-  // serialise what it exists to overlap.
-  void* allocate_pinned(size_t bytes) override { return inner_.allocate_pinned(bytes); }
-  void deallocate_pinned(void* ptr) override { inner_.deallocate_pinned(ptr); }
-  uint64_t transfer_to_host(void* host_dst, const void* src, size_t bytes) override {
-    return inner_.transfer_to_host(host_dst, src, bytes);
-  }
-  uint64_t transfer_to_device(void* dst, const void* host_src, size_t bytes) override {
-    return inner_.transfer_to_device(dst, host_src, bytes);
-  }
-  void wait_transfer(uint64_t ticket) override { inner_.wait_transfer(ticket); }
-  void order_after_transfers() override { inner_.order_after_transfers(); }
-  std::unique_ptr<Communicator> make_communicator(Communicator& host) override { return inner_.make_communicator(host); }
-
   GPT_BACKEND_OPS(GPT_OVERRIDE_BACKEND_OP)
 
  private:
@@ -115,7 +92,6 @@ class ProfilingBackend final : public Backend {
   template <class F>
   double timed(ProfiledOp op, F&& f);
 
-  Backend& inner_;
   bool enabled_ = true;
   std::array<OpTiming, kNumProfiledOps> ops_{};
   std::vector<MatmulShapeTiming> shapes_;

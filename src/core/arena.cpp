@@ -25,6 +25,17 @@ size_t ArenaLayout::add(const std::string& buffer_name, std::span<const int64_t>
   return buffers_.size() - 1;
 }
 
+Tensor ArenaLayout::view(size_t index, void* base, Device device) const {
+  const ArenaBuffer& b = buffer(index);
+  Tensor t;
+  t.data = static_cast<char*>(base) + b.offset;
+  t.shape = b.shape;
+  t.ndim = b.ndim;
+  t.dtype = b.dtype;
+  t.device = device;
+  return t;
+}
+
 size_t ArenaLayout::index_of(const std::string& buffer_name) const {
   for (size_t i = 0; i < buffers_.size(); ++i)
     if (buffers_[i].name == buffer_name) return i;
@@ -56,14 +67,8 @@ Arena::~Arena() {
 
 Tensor Arena::tensor(size_t index) {
   const ArenaBuffer& b = layout_.buffer(index);
-  Tensor t;
-  t.data = static_cast<char*>(base_) + b.offset;
-  t.shape = b.shape;
-  t.ndim = b.ndim;
-  t.dtype = b.dtype;
-  t.device = backend_.device();
   peak_bytes_ = std::max(peak_bytes_, b.offset + b.bytes);
-  return t;
+  return layout_.view(index, base_, backend_.device());
 }
 
 }  // namespace gpt

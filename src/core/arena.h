@@ -40,6 +40,9 @@ class ArenaLayout {
   const ArenaBuffer& buffer(size_t index) const { return buffers_.at(index); }
   size_t index_of(const std::string& buffer_name) const;
   size_t total_bytes() const { return total_bytes_; }
+  // The view of buffer `index` in a block at `base` laid out by this layout: what every arena hands out,
+  // whichever allocator gave its block.
+  Tensor view(size_t index, void* base, Device device) const;
   static size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
  private:

@@ -17,7 +17,7 @@ namespace gpt::cpu {
 // tiled; the demo's all fit.
 constexpr size_t kNarrowMatmulWorkspaceBytes = size_t{16} << 20;
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public HostMemoryBackend {
  public:
   // exact_narrow_matmul: narrow products always decode to FP32 for OpenBLAS (the exact emulation), never
   // oneDNN's BF16 matmul, even where the CPU multiplies BF16 natively (precision.cpu_narrow_matmul).

@@ -25,15 +25,6 @@ HostArena::~HostArena() {
   else host_.deallocate(base_);
 }
 
-Tensor HostArena::tensor(size_t index) const {
-  const ArenaBuffer& b = layout_.buffer(index);
-  Tensor t;
-  t.data = static_cast<char*>(base_) + b.offset;
-  t.shape = b.shape;
-  t.ndim = b.ndim;
-  t.dtype = b.dtype;
-  t.device = host_.device();
-  return t;
-}
+Tensor HostArena::tensor(size_t index) const { return layout_.view(index, base_, host_.device()); }
 
 }  // namespace gpt

@@ -1,10 +1,11 @@
 // ProfilingBackend: every op reaches the wrapped backend once, unchanged, between two synchronize()
-// calls; calls are counted per op, per category and per GEMM shape; a model run through it gives
-// bitwise the results of the bare backend, and issues exactly the GEMM shapes the bench's peak
-// measurement assumes. No test asserts a duration beyond its sign.
+// calls, and every other call of the interface once, untimed; calls are counted per op, per category and
+// per GEMM shape; a model run through it gives bitwise the results of the bare backend, and issues
+// exactly the GEMM shapes the bench's peak measurement assumes. No test asserts a duration beyond its sign.
 #include "backend/profiling_backend.h"
 #include "bench/gemm_peak.h"
 #include "cpu/cpu_backend.h"
+#include "dist/single_communicator.h"
 #include "model/gpt.h"
 #include "test_util.h"
 
@@ -20,17 +21,50 @@
 namespace gpt {
 namespace {
 
-// Records the order of calls: op names, "sync" for synchronize(), and the out tensor's data pointer.
+// Records the order of calls: op names, "sync" for synchronize(), and the out tensor's (or the call's
+// destination) data pointer. Its own answers (tickets, workspace bytes, the pinned block) are numbers no
+// default gives, so a call the wrapper answered itself shows.
 class RecordingBackend final : public Backend {
  public:
   std::vector<std::string> log;
   std::vector<const void*> outs;
+  uint64_t tickets = 40;
+  alignas(16) char pinned[64] = {};
 
   std::string name() const override { return "recording"; }
   Device device() const override { return Device::CPU; }
   BackendCapabilities capabilities() const override { return {false, false}; }
-  void* allocate(size_t bytes) override { return std::malloc(bytes); }
-  void deallocate(void* ptr) override { std::free(ptr); }
+  size_t workspace_bytes() const override { return 12345; }
+  void* allocate(size_t bytes) override {
+    void* p = std::malloc(bytes);
+    record("allocate", p);
+    return p;
+  }
+  void deallocate(void* ptr) override {
+    record("deallocate", ptr);
+    std::free(ptr);
+  }
+  void* allocate_pinned(size_t) override {
+    record("allocate_pinned", pinned);
+    return pinned;
+  }
+  void deallocate_pinned(void* ptr) override { record("deallocate_pinned", ptr); }
+  uint64_t transfer_to_host(void* dst, const void* src, size_t bytes) override {
+    record("transfer_to_host", dst);
+    std::memcpy(dst, src, bytes);
+    return ++tickets;
+  }
+  uint64_t transfer_to_device(void* dst, const void* src, size_t bytes) override {
+    record("transfer_to_device", dst);
+    std::memcpy(dst, src, bytes);
+    return ++tickets;
+  }
+  void wait_transfer(uint64_t ticket) override { record("wait_transfer " + std::to_string(ticket), nullptr); }
+  void order_after_transfers() override { record("order_after_transfers", nullptr); }
+  std::unique_ptr<Communicator> make_communicator(Communicator& host) override {
+    record("make_communicator", &host);
+    return nullptr;
+  }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
     record("copy_to_device", dst);
     std::memcpy(dst, src, bytes);
@@ -71,8 +105,8 @@ class RecordingBackend final : public Backend {
   void fp8_current_scale(const Fp8CurrentScaleArgs& a) override { record("fp8_current_scale", a.in.data); }
 
  private:
-  void record(const char* op, const void* out) {
-    log.push_back(op);
+  void record(std::string op, const void* out) {
+    log.push_back(std::move(op));
     outs.push_back(out);
   }
 };
@@ -139,6 +173,35 @@ TEST(ProfilingBackend, ForwardsEveryOpOnceBetweenSynchronizes) {
   }
   for (const void* out : inner.outs) EXPECT_TRUE(out == storage || out == host);
   EXPECT_GE(prof.total_seconds(), 0.0);
+}
+
+// The rest of the interface (ForwardingBackend) reaches the wrapped backend unchanged, answers included,
+// and untimed: no synchronize() around a transfer, which must overlap the ops around it.
+TEST(ProfilingBackend, ForwardsMemoryTransfersAndTheCommunicatorUntimed) {
+  RecordingBackend inner;
+  ProfilingBackend prof(inner);
+  EXPECT_EQ(prof.workspace_bytes(), 12345u);
+  void* block = prof.allocate(32);
+  prof.deallocate(block);
+  void* pinned = prof.allocate_pinned(sizeof(inner.pinned));
+  EXPECT_EQ(pinned, inner.pinned);
+  char device[16] = "weights", host[16] = {};
+  EXPECT_EQ(prof.transfer_to_host(host, device, sizeof(host)), 41u);
+  EXPECT_STREQ(host, "weights");
+  EXPECT_EQ(prof.transfer_to_device(pinned, host, sizeof(host)), 42u);
+  prof.wait_transfer(42);
+  prof.order_after_transfers();
+  prof.deallocate_pinned(pinned);
+  SingleCommunicator comm;
+  EXPECT_EQ(prof.make_communicator(comm), nullptr);
+
+  const std::vector<std::string> expected = {"allocate", "deallocate", "allocate_pinned", "transfer_to_host",
+                                             "transfer_to_device", "wait_transfer 42", "order_after_transfers",
+                                             "deallocate_pinned", "make_communicator"};
+  EXPECT_EQ(inner.log, expected);
+  const std::vector<const void*> targets = {block, block, pinned, host, pinned, nullptr, nullptr, pinned, &comm};
+  EXPECT_EQ(inner.outs, targets);
+  EXPECT_EQ(prof.total_seconds(), 0.0);
 }
 
 TEST(ProfilingBackend, SumsCategoriesAndGemmShapes) {

@@ -2,6 +2,7 @@
 // cuBLASLt workspace and an op scratch at construction: the ledger, `gpt-train plan`'s report and the
 // budget planner count it on a line of its own and in every total, and the first step's check finds it
 // planned == measured; a backend that grows its reserve during a step is caught.
+#include "backend/forwarding_backend.h"
 #include "memory/arena_usage.h"
 #include "memory/ledger.h"
 #include "memory/plan_report.h"
@@ -10,7 +11,6 @@
 #include "train/memory_check.h"
 
 #include "cpu/gradcheck.h"
-#include "forwarding_backend.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +34,7 @@ class ReservingBackend final : public ForwardingBackend {
     c.reserved_device_bytes = reserved_;
     return c;
   }
+  size_t workspace_bytes() const override { return reserved_; }
 
  private:
   size_t reserved_;

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <random>
 
+#include "backend/forwarding_backend.h"
 #include "cpu/gradcheck.h"
-#include "forwarding_backend.h"
 #include "test_util.h"
 #include "train/sampler.h"
 

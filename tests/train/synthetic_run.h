@@ -4,12 +4,14 @@
 #include "config/config.h"
 #include "config/config_loader.h"
 #include "data/shard.h"
+#include "optim/adamw.h"
 #include "test_util.h"
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,10 @@ namespace gpt::test {
 
 // A permutation of 13 tokens: repeated, every token determines the next.
 inline std::vector<uint16_t> permutation_pattern() { return {3, 9, 0, 14, 7, 1, 12, 5, 10, 2, 15, 6, 11}; }
+
+// A cycle of 17 tokens in which 1, 2 and 3 are followed by two different tokens each: repeated, most tokens
+// determine the next and a few do not, so the loss stays above zero and the gradients large.
+inline std::vector<uint16_t> cycle_pattern() { return {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10}; }
 
 // A run on train_000000.bin holding `pattern` repeated to `length` tokens (and val_000000.bin holding its
 // first quarter when with_val): 2 blocks of 32 channels, B8 T16, 10 steps, no eval, sample or checkpoint.
@@ -61,6 +67,68 @@ inline std::vector<float> weights_after_resume(const Config& c, int stop_at, con
   EXPECT_EQ(resumed.step(), stop_at);
   resumed.run();
   return resumed.model().parameters_to_host();
+}
+
+// One range per parameter tensor, each whole: what AdamW owns on one rank, and what a test cuts shards from.
+inline std::vector<ParamRange> every_tensor(const ParameterLayout& layout) {
+  std::vector<ParamRange> ranges;
+  for (size_t i = 0; i < layout.specs().size(); ++i) {
+    const ArenaBuffer& b = layout.arena_layout().buffer(i);
+    ranges.push_back({i, 0, static_cast<int64_t>(b.bytes / dtype_size(b.dtype))});
+  }
+  return ranges;
+}
+
+// What a finished run leaves for an equivalence test: the losses of metrics.jsonl, the final weights, and
+// where its optimizer kept its state.
+struct FinishedRun {
+  std::map<int64_t, double> losses;
+  std::vector<float> weights;
+  bool offloaded = false;  // memory.offload: optimizer took effect
+  bool pinned = false;     // and its host state is the device's pinned memory
+  bool masters_on_host = false;  // and the FP32 masters live in host memory only (narrow recipes, one rank)
+};
+
+inline FinishedRun run_to_end(const Config& c) {
+  Trainer t(c, config_to_yaml(c));
+  t.run();
+  return {logged_losses(c.log.run_dir), t.model().parameters_to_host(), t.optimizer().offloaded(),
+          t.optimizer().host_memory_pinned(), t.model().masters_on_host()};
+}
+
+// The optimizer-offload tests' run on `backend` (cpu or cuda): cycle_pattern() without validation, `steps`
+// steps of B = batch_size sequences accumulated grad_accum_steps times, AdamW's state on the host
+// (memory.offload: optimizer). With dropout, and clipping at 0.5 (active), as the offloaded update must
+// see the norm and the gradients the device's would.
+inline Config offload_run(const TempDir& dir, const std::string& backend, int steps, int batch_size,
+                          int grad_accum_steps) {
+  Config c = synthetic_run(dir, cycle_pattern(), 20000, false);
+  c.train.backend = backend;
+  c.train.steps = steps;
+  c.train.batch_size = batch_size;
+  c.train.grad_accum_steps = grad_accum_steps;
+  c.model.dropout = 0.1;
+  c.optim.grad_clip = 0.5;
+  c.memory.offload = "optimizer";
+  return c;
+}
+
+// `c` run to the end with AdamW on the device and offloaded (in dir's `tag`_device and `tag`_offload):
+// the same losses and weights bit for bit, as the host's AdamW (the CPU backend's) rounds every operation
+// as the device's does (src/cpu/adamw.cpp, cuda/kernels/adamw.cu). Returns the offloaded run.
+inline FinishedRun expect_offload_equals_device_bitwise(const TempDir& dir, Config c, const std::string& tag) {
+  c.memory.offload = "none";
+  c.log.run_dir = dir.file(tag + "_device");
+  const FinishedRun device = run_to_end(c);
+  c.memory.offload = "optimizer";
+  c.log.run_dir = dir.file(tag + "_offload");
+  const FinishedRun offloaded = run_to_end(c);
+  EXPECT_FALSE(device.offloaded);
+  EXPECT_TRUE(offloaded.offloaded);
+  EXPECT_EQ(device.losses.size(), static_cast<size_t>(c.train.steps));
+  EXPECT_EQ(offloaded.losses, device.losses);
+  EXPECT_EQ(offloaded.weights, device.weights);
+  return offloaded;
 }
 
 }  // namespace gpt::test

@@ -26,26 +26,8 @@
 namespace gpt::test {
 namespace {
 
-const std::vector<uint16_t> kPattern = {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10};
-
-struct RunOutcome {
-  std::map<int64_t, double> losses;
-  std::vector<float> weights;
-};
-
-RunOutcome train(const Config& c) {
-  Trainer t(c, config_to_yaml(c));
-  EXPECT_EQ(t.optimizer().offloaded(), c.memory.offload == "optimizer");
-  const bool on_host = c.memory.offload == "optimizer" && c.precision.recipe != "fp32";
-  EXPECT_EQ(t.model().masters_on_host(), on_host);
-  EXPECT_EQ(t.optimizer().masters_in_parameters(), on_host);
-  t.run();
-  return {logged_losses(c.log.run_dir), t.model().parameters_to_host()};
-}
-
 TEST(Offload, OffloadedRunEqualsTheRunWithoutOffloadBitwise) {
   TempDir dir;
-  const Config base = synthetic_run(dir, kPattern, 30000, false);
   struct Variant {
     std::string recipe, grad_dtype;
     int accumulation;
@@ -56,38 +38,23 @@ TEST(Offload, OffloadedRunEqualsTheRunWithoutOffloadBitwise) {
                            Variant{"fp8", "fp32", 1, "current"}}) {
     SCOPED_TRACE(v.recipe + " " + v.fp8_scaling + " grads " + v.grad_dtype + " accumulation " +
                  std::to_string(v.accumulation));
-    Config c = base;
+    Config c = offload_run(dir, "cpu", 5, 8 / v.accumulation, v.accumulation);
     // wte (152 x 32) outgrows the master staging buffer (a block's fcw, 4 x 32 x 32), so it crosses in two pieces.
     c.model.vocab_size = 150;
-    c.model.dropout = 0.1;
-    c.train.steps = 5;
-    c.train.batch_size = 8 / v.accumulation;
-    c.train.grad_accum_steps = v.accumulation;
-    c.optim.grad_clip = 0.5;  // clipping active: the offloaded update must see the same norm
     c.precision.recipe = v.recipe;
     c.precision.grad_dtype = v.grad_dtype;
     c.precision.fp8_scaling = v.fp8_scaling;
-    const std::string tag = v.recipe + "_" + v.fp8_scaling + "_" + std::to_string(v.accumulation);
-    c.log.run_dir = dir.file("plain_" + tag);
-    const RunOutcome plain = train(c);
-    c.memory.offload = "optimizer";
-    c.log.run_dir = dir.file("offload_" + tag);
-    const RunOutcome offloaded = train(c);
-    ASSERT_EQ(plain.losses.size(), 5u);
-    EXPECT_EQ(offloaded.losses, plain.losses);
-    EXPECT_EQ(offloaded.weights, plain.weights);
+    const FinishedRun offloaded = expect_offload_equals_device_bitwise(
+        dir, c, v.recipe + "_" + v.fp8_scaling + "_" + std::to_string(v.accumulation));
+    EXPECT_EQ(offloaded.masters_on_host, v.recipe != "fp32");
   }
 }
 
 TEST(Offload, ResumeOfAnOffloadedRunEqualsTheUninterruptedRun) {
   TempDir dir;
-  const Config base = synthetic_run(dir, kPattern, 30000, false);
   for (const std::string recipe : {"fp32", "bf16", "fp8"}) {
     SCOPED_TRACE(recipe);
-    Config c = base;
-    c.model.dropout = 0.1;
-    c.train.steps = 6;
-    c.memory.offload = "optimizer";
+    Config c = offload_run(dir, "cpu", 6, 8, 1);
     c.precision.recipe = recipe;
     c.log.run_dir = dir.file("straight_" + recipe);
     Trainer straight(c, config_to_yaml(c));
@@ -101,7 +68,7 @@ TEST(Offload, ResumeOfAnOffloadedRunEqualsTheUninterruptedRun) {
 // device has the staging buffer beside the compute copy, and the ledger plans exactly those bytes.
 TEST(Offload, UnderANarrowRecipeTheLedgerHasTheStagingBufferInsteadOfTheDevicesFp32Masters) {
   TempDir dir;
-  Config c = synthetic_run(dir, kPattern, 30000, false);
+  Config c = synthetic_run(dir, cycle_pattern(), 30000, false);
   c.precision.recipe = "bf16";
   c.log.run_dir = dir.file("plain");
   Trainer plain(c, config_to_yaml(c));
@@ -159,15 +126,12 @@ TEST(Offload, OffloadedAdamWEqualsTheDeviceUpdateOverShardsAndStagedBlocks) {
   const ParameterLayout& layout = a.parameter_layout();
   OptimConfig config;
   config.weight_decay = 0.1;
-  std::vector<ParamRange> every_tensor, shard;
-  for (size_t i = 0; i < layout.specs().size(); ++i) {
-    const auto n = static_cast<int64_t>(layout.arena_layout().buffer(i).bytes / 4);
-    every_tensor.push_back({i, 0, n});
-    shard.push_back({i, n / 3, n - n / 3 - 1});
-  }
+  const std::vector<ParamRange> whole_tensors = every_tensor(layout);
+  std::vector<ParamRange> shard;
+  for (const ParamRange& r : whole_tensors) shard.push_back({r.tensor, r.count / 3, r.count - r.count / 3 - 1});
   for (const bool whole : {true, false}) {
     SCOPED_TRACE(whole ? "every tensor, staged per block" : "a shard");
-    const std::vector<ParamRange>& ranges = whole ? every_tensor : shard;
+    const std::vector<ParamRange>& ranges = whole ? whole_tensors : shard;
     AdamW device(config, layout, *backend, ranges);
     AdamW offloaded(config, layout, *backend, ranges, *host, DType::F32);
     EXPECT_TRUE(offloaded.offloaded());

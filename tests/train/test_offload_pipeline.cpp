@@ -12,10 +12,10 @@
 //   - the host-side failures (host memory refused, a block staged twice or out of range, a shard staged,
 //     gradients of another format than their host copy) are errors that say what and where.
 // The CUDA side (pinned memory, the copy stream on the emulator) is tests/cuda/model/test_cuda_offload_pipeline.cpp.
+#include "backend/forwarding_backend.h"
 #include "core/random.h"
 #include "dist/data_parallel.h"
 #include "dist/single_communicator.h"
-#include "forwarding_backend.h"
 #include "memory/planner.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
@@ -23,6 +23,7 @@
 #include "test_util.h"
 #include "train/offload.h"
 #include "train/step_runner.h"
+#include "train/synthetic_run.h"
 
 #include <gtest/gtest.h>
 
@@ -176,10 +177,7 @@ TEST(OffloadPipeline, AnUpdateWithSomeBlocksStagedEqualsAdamWOnTheDeviceBitwise)
   OptimConfig config;
   config.weight_decay = 0.1;
   AdamW device(config, layout, *backend);
-  std::vector<ParamRange> every_tensor;
-  for (size_t i = 0; i < layout.specs().size(); ++i)
-    every_tensor.push_back({i, 0, static_cast<int64_t>(layout.arena_layout().buffer(i).bytes / 4)});
-  AdamW offloaded(config, layout, *backend, every_tensor, *host, DType::F32);
+  AdamW offloaded(config, layout, *backend, every_tensor(layout), *host, DType::F32);
   HostRng rng(5, 1);
   for (int step = 0; step < 3; ++step) {
     std::vector<float> grads(a.gradient_arena().layout().total_bytes() / 4);
@@ -284,14 +282,10 @@ TEST(OffloadPipeline, HostSideFailuresSayWhatAndWhere) {
   GPT model(m, 2, 8, *backend);
   model.init_weights(1);
   const ParameterLayout& layout = model.parameter_layout();
-  std::vector<ParamRange> every_tensor, shard;
-  for (size_t i = 0; i < layout.specs().size(); ++i) {
-    const auto n = static_cast<int64_t>(layout.arena_layout().buffer(i).bytes / 4);
-    every_tensor.push_back({i, 0, n});
-    shard.push_back({i, 0, n / 2});
-  }
+  std::vector<ParamRange> shard;
+  for (const ParamRange& r : every_tensor(layout)) shard.push_back({r.tensor, 0, r.count / 2});
   OptimConfig config;
-  AdamW whole(config, layout, *backend, every_tensor, *backend, DType::F32);
+  AdamW whole(config, layout, *backend, every_tensor(layout), *backend, DType::F32);
   EXPECT_NE(error_message([&] { whole.stage_gradients(2, model.gradient_arena()); }).find("block 2 outside [-1, 2)"),
             std::string::npos);
   whole.stage_gradients(1, model.gradient_arena());
@@ -305,7 +299,7 @@ TEST(OffloadPipeline, HostSideFailuresSayWhatAndWhere) {
             std::string::npos);
 
   // A host copy in BF16 for gradients the arena holds in FP32: named with both formats and the range.
-  AdamW narrow(config, layout, *backend, every_tensor, *backend, DType::BF16);
+  AdamW narrow(config, layout, *backend, every_tensor(layout), *backend, DType::BF16);
   const std::string format =
       error_message([&] { narrow.step(model.parameter_arena(), model.gradient_arena(), 1e-3, 1.0); });
   for (const std::string part : {"offloaded AdamW: range ", "f32 gradients", "its host copy holds", "bf16"})

@@ -39,13 +39,7 @@ TEST_F(EmuTest, OffloadedHostStateIsPinnedAndFallsBackToOrdinaryMemoryWhenRefuse
 
 TEST_F(EmuTest, AnOffloadedRunWithPinningRefusedEqualsThePinnedRunBitwise) {
   TempDir dir;
-  Config c = gpt::test::synthetic_run(dir, {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10}, 20000, false);
-  c.train.backend = "cuda";
-  c.train.steps = 2;
-  c.train.batch_size = 4;
-  c.train.grad_accum_steps = 2;
-  c.optim.grad_clip = 0.5;
-  c.memory.offload = "optimizer";
+  Config c = gpt::test::offload_run(dir, "cuda", 2, 4, 2);
   std::vector<std::vector<float>> weights;
   std::vector<std::map<int64_t, double>> losses;
   for (const bool pin : {true, false}) {

@@ -5,10 +5,11 @@
 //     an error;
 //   - the backend pins host memory, and an offloaded run's masters and gradients' copy are in it;
 //   - a pipelined offloaded run (accumulation, clipping, dropout) reproduces itself bit for bit, so no copy
-//     races a kernel. Against the run with AdamW on the device it is within the tolerance of
-//     test_cuda_offload.cpp (the two AdamWs' contractions); pinning refused, it is the pinned run bit for
-//     bit (tests/cuda/emu/test_offload_pinned_memory.cpp, which can ask the emulator about memory).
+//     races a kernel. Against the run with AdamW on the device it is bit for bit too (test_cuda_offload.cpp);
+//     pinning refused, it is the pinned run bit for bit (tests/cuda/emu/test_offload_pinned_memory.cpp,
+//     which can ask the emulator about memory).
 #include "backend/cuda_entry.h"
+#include "cuda/model/skip_without_cuda.h"
 #include "config/config_loader.h"
 #include "test_util.h"
 #include "train/synthetic_run.h"
@@ -20,12 +21,6 @@
 
 namespace gpt::test {
 namespace {
-
-#define SKIP_WITHOUT_CUDA()     \
-  if (cuda::device_count() == 0) \
-  GTEST_SKIP() << "no CUDA device (" << cuda::describe() << "); gpt_cuda_emu_tests runs these on the emulator"
-
-const std::vector<uint16_t> kPattern = {1, 4, 2, 8, 5, 7, 3, 3, 9, 0, 11, 6, 2, 13, 15, 1, 10};
 
 TEST(CudaOffloadPipeline, TransfersFollowTheComputeStreamAndOrderTheOpsAfterThem) {
   SKIP_WITHOUT_CUDA();
@@ -59,36 +54,20 @@ TEST(CudaOffloadPipeline, TransfersFollowTheComputeStreamAndOrderTheOpsAfterThem
   backend->deallocate(device);
 }
 
-Config pipelined_run(const TempDir& dir) {
-  Config c = synthetic_run(dir, kPattern, 20000, false);
-  c.train.backend = "cuda";
-  c.train.steps = 3;
-  c.train.batch_size = 4;
-  c.train.grad_accum_steps = 2;
-  c.model.dropout = 0.1;
-  c.optim.grad_clip = 0.5;
-  c.memory.offload = "optimizer";
-  return c;
-}
-
 TEST(CudaOffloadPipeline, APipelinedRunIsPinnedAndReproducesItselfBitwise) {
   SKIP_WITHOUT_CUDA();
   TempDir dir;
-  Config c = pipelined_run(dir);
-  std::vector<std::vector<float>> weights;
-  std::vector<std::map<int64_t, double>> losses;
+  Config c = offload_run(dir, "cuda", 3, 4, 2);
+  std::vector<FinishedRun> runs;
   for (const char* name : {"first", "second"}) {
     c.log.run_dir = dir.file(name);
-    Trainer t(c, config_to_yaml(c));
-    ASSERT_TRUE(t.optimizer().offloaded());
-    EXPECT_TRUE(t.optimizer().host_memory_pinned());
-    t.run();
-    weights.push_back(t.model().parameters_to_host());
-    losses.push_back(logged_losses(c.log.run_dir));
+    runs.push_back(run_to_end(c));
+    EXPECT_TRUE(runs.back().offloaded);
+    EXPECT_TRUE(runs.back().pinned);
   }
-  ASSERT_EQ(losses[0].size(), 3u);
-  EXPECT_EQ(losses[1], losses[0]);
-  EXPECT_EQ(weights[1], weights[0]);
+  ASSERT_EQ(runs[0].losses.size(), 3u);
+  EXPECT_EQ(runs[1].losses, runs[0].losses);
+  EXPECT_EQ(runs[1].weights, runs[0].weights);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // (tests/cuda/model/test_cuda_training.cpp runs its model at head size 16 on the default, fused backend:
 // the scalar kernels under every recipe.)
 #include "backend/cuda_entry.h"
+#include "cuda/model/skip_without_cuda.h"
 #include "memory/arena_usage.h"
 #include "memory/recompute.h"
 #include "model/gpt.h"
@@ -25,10 +26,6 @@
 
 namespace gpt::test {
 namespace {
-
-#define SKIP_WITHOUT_CUDA()     \
-  if (cuda::device_count() == 0) \
-  GTEST_SKIP() << "no CUDA device (" << cuda::describe() << "); gpt_cuda_emu_tests runs these on the emulator"
 
 TEST(CudaFlashTrainer, FusedAttentionTrainsAsTheMaterialisedOne) {
   SKIP_WITHOUT_CUDA();

@@ -8,30 +8,7 @@ namespace {
 
 TEST(Offload, ZeroOneOffloadedEqualsZeroOneOnTheDeviceBitwise) {
   SharedDir dir;
-  for (const int accum : {1, 2}) {
-    SCOPED_TRACE("accumulation " + std::to_string(accum));
-    Config plain = dist_run(dir, 4 / accum, accum);
-    plain.dist.zero = 1;
-    plain.log.run_dir = dir.file("plain_" + std::to_string(accum));
-    Config offloaded = plain;
-    offloaded.memory.offload = "optimizer";
-    offloaded.log.run_dir = dir.file("offload_" + std::to_string(accum));
-    Trainer a(plain, config_to_yaml(plain), &world());
-    a.run();
-    Trainer b(offloaded, config_to_yaml(offloaded), &world());
-    EXPECT_TRUE(b.optimizer().offloaded());
-    // The host holds this rank's shard: masters of its elements and their moments, not the whole model's.
-    EXPECT_EQ(b.optimizer().host_master_bytes(), b.optimizer().state_bytes() / 2);
-    EXPECT_LT(b.optimizer().num_elements(), b.model().num_parameters() * 0.6);
-    b.run();
-    if (world().rank() == 0) {
-      const auto la = logged_losses(plain.log.run_dir);
-      ASSERT_EQ(la.size(), 5u);
-      EXPECT_EQ(logged_losses(offloaded.log.run_dir), la);
-    }
-    EXPECT_EQ(a.model().parameters_to_host(), b.model().parameters_to_host());
-    EXPECT_TRUE(same_on_every_rank(b.model().parameters_to_host()));
-  }
+  expect_zero_offload_equals_zero_on_device_bitwise(dir, dist_run(dir, 4, 1));
 }
 
 TEST(Offload, PlainDataParallelOffloadedEqualsOnTheDeviceAndResumes) {

@@ -5,25 +5,11 @@
 namespace gpt::test {
 namespace {
 
-// ZeRO-1 trains like plain data parallelism (dist_run.h), with K = 2 micro-batches.
+// ZeRO-1 trains like plain data parallelism, bit for bit without clipping, its gradient norm within F32
+// rounding (dist_run.h), with K = 2 micro-batches.
 TEST(Zero, EqualsPlainDataParallelism) {
   SharedDir dir;
   expect_zero_like_plain(dir, dist_run(dir, 4, 2), "mpi");
-}
-
-// Without clipping the gradient norm is not used, and ZeRO-1 is plain data parallelism bit for bit.
-TEST(Zero, WithoutClippingBitwiseEqualsPlain) {
-  SharedDir dir;
-  Config plain = dist_run(dir, 4, 1);
-  plain.optim.grad_clip = 0.0;
-  Config zero = plain;
-  zero.dist.zero = 1;
-  zero.log.run_dir = dir.file("run_zero");
-  Trainer a(plain, config_to_yaml(plain), &world());
-  a.run();
-  Trainer b(zero, config_to_yaml(zero), &world());
-  b.run();
-  EXPECT_EQ(a.model().parameters_to_host(), b.model().parameters_to_host());
 }
 
 // A ZeRO-1 checkpoint of 2 ranks resumes on 2 exactly and on 1 like the 2-rank run; a 1-rank one on 2
