@@ -4,7 +4,9 @@
 // as property-value pairs, so only the first variable of such a list ever reached the tests. What the tests
 // need beyond OMP_NUM_THREADS is therefore set here, where no CMake quoting stands in between. Both settings
 // are read when a process starts (libgomp's when it loads, LeakSanitizer's before main), so main sets them and
-// executes itself again once; the gpt-train processes the tests start inherit them.
+// executes itself again once; the gpt-train processes the tests start inherit them. OpenBLAS picks its kernels
+// by CPU when it loads, so the same sgemm rounds differently on an AVX2 machine and an AVX-512 one; tests that
+// compare bits recorded on one machine (PrecisionBaseline) need the same kernels on every machine.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -26,6 +28,14 @@ int main(int argc, char** argv) {
     ::setenv("GOMP_SPINCOUNT", gpt::kSpinCount, 1);
     set_any = true;
   }
+  // OpenBLAS's Haswell (AVX2 + FMA) kernels run on every x86 CPU since 2013; unset elsewhere, or where the
+  // caller chose other kernels.
+#if defined(__x86_64__)
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    ::setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+    set_any = true;
+  }
+#endif
   if (set_any) ::execv("/proc/self/exe", argv);  // returns only when it fails: run with what there is
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
