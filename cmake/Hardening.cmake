@@ -36,9 +36,11 @@ if(GPT_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
-# GPT_SANITIZE_TEST_FLAGS: flags added after GPT_SANITIZE_FLAGS to the test executables' own sources
-# (gpt_sanitize_test_sources), not to the library they test nor to the fuzz targets. scripts/sanitize.sh
-# gives -O0: clang's -O1 on ASan- and UBSan-instrumented test files (GoogleTest's expanded assertions)
+# GPT_SANITIZE_TEST_FLAGS: flags added after GPT_SANITIZE_FLAGS to the sources of the test executables
+# that call gpt_sanitize_test_sources (gpt_tests, gpt_dist_tests, gpt_alloc_tests; tests/CMakeLists.txt
+# says why the emulator's tests do not), not to the library they test nor to the fuzz targets.
+# scripts/sanitize.sh gives -O0: clang's -O1 on ASan- and UBSan-instrumented test files (GoogleTest's
+# expanded assertions)
 # took 1.2-3.2 times their -O0 CPU time, 1.8 times over 8 files (test_config.cpp 10.6 s against 3.3 s),
 # while the tests' run time is mostly the library's, which keeps GPT_SANITIZE_FLAGS; the instrumentation
 # is the same at either level.
