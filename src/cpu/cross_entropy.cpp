@@ -97,7 +97,7 @@ void CpuBackend::cross_entropy(const CrossEntropyArgs& given) {
                          args.dloss);
     return;
   }
-  dispatch_float(w.wide(), [&](auto zero) {
+  dispatch_float(w.wide(), [&, rows = rows, padded_vocab = padded_vocab](auto zero) {
     using T = decltype(zero);
     T* dlogits = args.dlogits.empty() ? nullptr : args.dlogits.as<T>();
     const T dloss = static_cast<T>(args.dloss);

@@ -126,7 +126,7 @@ void CpuBackend::layernorm_forward(const LayerNormForwardArgs& given) {
   args.rstd = w.out(given.rstd);
   const auto [n, c] = check_layernorm_forward(args);
   const DType dtype = w.wide();
-  dispatch_float(dtype, [&]<class T>(T) {
+  dispatch_float(dtype, [&, n = n, c = c]<class T>(T) {
     layernorm_forward_kernel(args.out.as<T>(), args.mean.as<T>(), args.rstd.as<T>(), args.in.as<T>(), args.weight.as<T>(),
                              args.bias.as<T>(), n, c, static_cast<double>(args.eps));
   });
@@ -162,7 +162,7 @@ void CpuBackend::layernorm_backward(const LayerNormBackwardArgs& given) {
   args.dbias = w.out(given.dbias, true);
   const auto [n, c] = check_layernorm_backward(args);
   const DType dtype = w.wide();
-  dispatch_float(dtype, [&]<class T>(T) {
+  dispatch_float(dtype, [&, n = n, c = c]<class T>(T) {
     layernorm_input_grad(args.din.as<T>(), args.dout.as<T>(), args.in.as<T>(), args.weight.as<T>(), args.mean.as<T>(),
                          args.rstd.as<T>(), n, c);
     layernorm_param_grads(args.dweight.as<T>(), args.dbias.as<T>(), args.dout.as<T>(), args.in.as<T>(), args.mean.as<T>(),

@@ -44,7 +44,7 @@ void CpuBackend::softmax_forward(const SoftmaxForwardArgs& given) {
   args.in = w.in(given.in);
   args.out = w.out(given.out);
   const auto [rows, cols] = check_softmax_forward(args);
-  dispatch_float(w.wide(), [&](auto zero) {
+  dispatch_float(w.wide(), [&, rows = rows, cols = cols](auto zero) {
     using T = decltype(zero);
     softmax_forward_kernel(args.out.as<T>(), args.in.as<T>(), rows, cols);
   });
@@ -58,7 +58,7 @@ void CpuBackend::softmax_backward(const SoftmaxBackwardArgs& given) {
   args.out = w.in(given.out);
   args.din = w.out(given.din);
   const auto [rows, cols] = check_softmax_backward(args);
-  dispatch_float(w.wide(), [&](auto zero) {
+  dispatch_float(w.wide(), [&, rows = rows, cols = cols](auto zero) {
     using T = decltype(zero);
     softmax_backward_kernel(args.din.as<T>(), args.dout.as<T>(), args.out.as<T>(), rows, cols);
   });
