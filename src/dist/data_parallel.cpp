@@ -197,16 +197,9 @@ double DataParallel::bytes_sent_per_step() const {
 }
 
 std::vector<ParamRange> DataParallel::optimizer_ranges() const {
+  if (zero_ != 1) return whole_tensors(model_.parameter_layout());
   std::vector<ParamRange> ranges;
-  if (zero_ == 1) {
-    for (const Piece& p : pieces_) ranges.push_back(p.range);
-    return ranges;
-  }
-  const ParameterLayout& layout = model_.parameter_layout();
-  for (size_t i = 0; i < layout.specs().size(); ++i) {
-    const ArenaBuffer& b = layout.arena_layout().buffer(i);
-    ranges.push_back({i, 0, static_cast<int64_t>(b.bytes / dtype_size(b.dtype))});
-  }
+  for (const Piece& p : pieces_) ranges.push_back(p.range);
   return ranges;
 }
 

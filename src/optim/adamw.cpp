@@ -19,15 +19,6 @@ const char* kind_name(ParamKind kind) {
   return "?";
 }
 
-std::vector<ParamRange> whole_tensors(const ParameterLayout& layout) {
-  std::vector<ParamRange> ranges;
-  for (size_t i = 0; i < layout.specs().size(); ++i) {
-    const ArenaBuffer& b = layout.arena_layout().buffer(i);
-    ranges.push_back({i, 0, static_cast<int64_t>(b.bytes / dtype_size(b.dtype))});
-  }
-  return ranges;
-}
-
 // One buffer per range, in the parameters' dtype unless `dtype` says another (the gradients' host copy).
 ArenaLayout moments_layout(const char* name, const ParameterLayout& layout, const std::vector<ParamRange>& ranges,
                            std::optional<DType> dtype = std::nullopt) {
@@ -44,6 +35,15 @@ ArenaLayout moments_layout(const char* name, const ParameterLayout& layout, cons
 }
 
 }  // namespace
+
+std::vector<ParamRange> whole_tensors(const ParameterLayout& layout) {
+  std::vector<ParamRange> ranges;
+  for (size_t i = 0; i < layout.specs().size(); ++i) {
+    const ArenaBuffer& b = layout.arena_layout().buffer(i);
+    ranges.push_back({i, 0, static_cast<int64_t>(b.bytes / dtype_size(b.dtype))});
+  }
+  return ranges;
+}
 
 AdamW::AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& backend)
     : AdamW(config, layout, backend, whole_tensors(layout)) {}

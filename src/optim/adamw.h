@@ -60,6 +60,9 @@ struct ParamRange {
   bool operator==(const ParamRange&) const = default;
 };
 
+// Every parameter tensor of layout whole, in arena order: what an optimizer owning all of them updates.
+std::vector<ParamRange> whole_tensors(const ParameterLayout& layout);
+
 class AdamW {
  public:
   // Updates every parameter.

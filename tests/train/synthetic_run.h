@@ -69,15 +69,6 @@ inline std::vector<float> weights_after_resume(const Config& c, int stop_at, con
   return resumed.model().parameters_to_host();
 }
 
-// One range per parameter tensor, each whole: what AdamW owns on one rank, and what a test cuts shards from.
-inline std::vector<ParamRange> every_tensor(const ParameterLayout& layout) {
-  std::vector<ParamRange> ranges;
-  for (size_t i = 0; i < layout.specs().size(); ++i) {
-    const ArenaBuffer& b = layout.arena_layout().buffer(i);
-    ranges.push_back({i, 0, static_cast<int64_t>(b.bytes / dtype_size(b.dtype))});
-  }
-  return ranges;
-}
 
 // What a finished run leaves for an equivalence test: the losses of metrics.jsonl, the final weights, and
 // where its optimizer kept its state.

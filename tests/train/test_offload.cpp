@@ -126,12 +126,12 @@ TEST(Offload, OffloadedAdamWEqualsTheDeviceUpdateOverShardsAndStagedBlocks) {
   const ParameterLayout& layout = a.parameter_layout();
   OptimConfig config;
   config.weight_decay = 0.1;
-  const std::vector<ParamRange> whole_tensors = every_tensor(layout);
+  const std::vector<ParamRange> every_tensor = whole_tensors(layout);
   std::vector<ParamRange> shard;
-  for (const ParamRange& r : whole_tensors) shard.push_back({r.tensor, r.count / 3, r.count - r.count / 3 - 1});
+  for (const ParamRange& r : every_tensor) shard.push_back({r.tensor, r.count / 3, r.count - r.count / 3 - 1});
   for (const bool whole : {true, false}) {
     SCOPED_TRACE(whole ? "every tensor, staged per block" : "a shard");
-    const std::vector<ParamRange>& ranges = whole ? whole_tensors : shard;
+    const std::vector<ParamRange>& ranges = whole ? every_tensor : shard;
     AdamW device(config, layout, *backend, ranges);
     AdamW offloaded(config, layout, *backend, ranges, *host, DType::F32);
     EXPECT_TRUE(offloaded.offloaded());

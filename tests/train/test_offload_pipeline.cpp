@@ -92,16 +92,22 @@ size_t find_last(const std::vector<Event>& events, const std::string& what, size
   return events.size();
 }
 
-TEST(OffloadPipeline, EachBlocksCopyIsQueuedAsBackwardFinishesItAndAdamWGoesUnitByUnit) {
-  auto cpu = make_backend(BackendKind::Cpu, {1});
-  RecordingBackend backend(*cpu);
+// The pipeline tests' model and steps: 3 blocks, B2 T8, 4 steps, the optimizer offloaded.
+Config pipeline_run() {
   Config c;
   c.model = tiny_model(16, 3, 16, 2, 8);
   c.train.batch_size = 2;
   c.train.seq_len = 8;
   c.train.steps = 4;
-  c.optim.grad_clip = 0.5;
   c.memory.offload = "optimizer";
+  return c;
+}
+
+TEST(OffloadPipeline, EachBlocksCopyIsQueuedAsBackwardFinishesItAndAdamWGoesUnitByUnit) {
+  auto cpu = make_backend(BackendKind::Cpu, {1});
+  RecordingBackend backend(*cpu);
+  Config c = pipeline_run();
+  c.optim.grad_clip = 0.5;
   GPT model(c.model, c.train.batch_size, c.train.seq_len, backend);
   model.init_weights(3);
   SingleCommunicator comm;
@@ -177,7 +183,7 @@ TEST(OffloadPipeline, AnUpdateWithSomeBlocksStagedEqualsAdamWOnTheDeviceBitwise)
   OptimConfig config;
   config.weight_decay = 0.1;
   AdamW device(config, layout, *backend);
-  AdamW offloaded(config, layout, *backend, every_tensor(layout), *host, DType::F32);
+  AdamW offloaded(config, layout, *backend, whole_tensors(layout), *host, DType::F32);
   HostRng rng(5, 1);
   for (int step = 0; step < 3; ++step) {
     std::vector<float> grads(a.gradient_arena().layout().total_bytes() / 4);
@@ -197,12 +203,7 @@ TEST(OffloadPipeline, AnUpdateWithSomeBlocksStagedEqualsAdamWOnTheDeviceBitwise)
 TEST(OffloadPipeline, WithTheMastersOnTheHostEachUnitIsCastIntoTheComputeCopyBeforeTheNextUnitsAdamW) {
   auto cpu = make_backend(BackendKind::Cpu, {1});
   RecordingBackend backend(*cpu);
-  Config c;
-  c.model = tiny_model(16, 3, 16, 2, 8);
-  c.train.batch_size = 2;
-  c.train.seq_len = 8;
-  c.train.steps = 4;
-  c.memory.offload = "optimizer";
+  Config c = pipeline_run();
   c.precision.recipe = "bf16";
   ASSERT_TRUE(masters_on_host(c, 1));
   std::unique_ptr<Backend> host_backend;
@@ -283,9 +284,9 @@ TEST(OffloadPipeline, HostSideFailuresSayWhatAndWhere) {
   model.init_weights(1);
   const ParameterLayout& layout = model.parameter_layout();
   std::vector<ParamRange> shard;
-  for (const ParamRange& r : every_tensor(layout)) shard.push_back({r.tensor, 0, r.count / 2});
+  for (const ParamRange& r : whole_tensors(layout)) shard.push_back({r.tensor, 0, r.count / 2});
   OptimConfig config;
-  AdamW whole(config, layout, *backend, every_tensor(layout), *backend, DType::F32);
+  AdamW whole(config, layout, *backend, whole_tensors(layout), *backend, DType::F32);
   EXPECT_NE(error_message([&] { whole.stage_gradients(2, model.gradient_arena()); }).find("block 2 outside [-1, 2)"),
             std::string::npos);
   whole.stage_gradients(1, model.gradient_arena());
@@ -299,7 +300,7 @@ TEST(OffloadPipeline, HostSideFailuresSayWhatAndWhere) {
             std::string::npos);
 
   // A host copy in BF16 for gradients the arena holds in FP32: named with both formats and the range.
-  AdamW narrow(config, layout, *backend, every_tensor(layout), *backend, DType::BF16);
+  AdamW narrow(config, layout, *backend, whole_tensors(layout), *backend, DType::BF16);
   const std::string format =
       error_message([&] { narrow.step(model.parameter_arena(), model.gradient_arena(), 1e-3, 1.0); });
   for (const std::string part : {"offloaded AdamW: range ", "f32 gradients", "its host copy holds", "bf16"})
