@@ -41,10 +41,12 @@ struct MemoryLedger {
   uint64_t host_gradients = 0;
   uint64_t host_optimizer = 0;
   uint64_t activations() const;
+  // Device bytes of the weights: the FP32 masters (or their staging buffer), a LoRA run's frozen base and
+  // the compute copy.
+  uint64_t weights() const { return parameters + master_staging + frozen_weights + compute_weights; }
   // Device bytes: what a device budget (memory.budget) and the arenas on the device hold.
   uint64_t total() const {
-    return parameters + master_staging + frozen_weights + compute_weights + gradients + optimizer + activations() +
-           adapter_scratch + communication + backend_workspace;
+    return weights() + gradients + optimizer + activations() + adapter_scratch + communication + backend_workspace;
   }
   uint64_t host_total() const { return host_parameters + host_gradients + host_optimizer; }
   // One line per component: its device bytes, and its host bytes when any component has some.

@@ -71,9 +71,7 @@ struct LeverRow {
 
   // The four components and the rest of the ledger (communication buffers, backend workspace, LoRA scratch),
   // which sum to ledger.total(), the device's bytes; ledger.host_total() is what offload keeps on the host.
-  uint64_t params() const {
-    return ledger.parameters + ledger.master_staging + ledger.frozen_weights + ledger.compute_weights;
-  }
+  uint64_t params() const { return ledger.weights(); }
   uint64_t other() const { return ledger.adapter_scratch + ledger.communication + ledger.backend_workspace; }
 };
 

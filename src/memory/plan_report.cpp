@@ -35,7 +35,7 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
     const bool is_configured = p.describe() == configured.describe();
     out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11}{} {:>8.1f}%{}\n",
                        (is_configured ? "* " : "  ") + p.describe(),
-                       format_bytes(l.parameters + l.master_staging + l.frozen_weights + l.compute_weights),
+                       format_bytes(l.weights()),
                        format_bytes(l.gradients), format_bytes(l.optimizer), format_bytes(l.activations()),
                        format_bytes(l.total()), offload ? fmt::format(" {:>11}", format_bytes(l.host_total())) : "",
                        100.0 * f.overhead(),

@@ -64,8 +64,7 @@ void check_fits_host_memory(std::span<const MemoryLedger> node_ledgers, const Ho
   GPT_FAIL("{} {} (parameters {}, gradients {}, AdamW {}, activations {}{}{}{}), more than the {} this machine "
            "has available ({} in all); make the model or train.batch_size smaller, or set recompute.mode: full or a "
            "memory.budget (gpt-train plan CONFIG shows each choice's memory){}{}",
-           who, format_bytes(needed), format_bytes(sum.parameters + sum.master_staging + sum.compute_weights),
-           format_bytes(sum.gradients),
+           who, format_bytes(needed), format_bytes(sum.weights()), format_bytes(sum.gradients),
            format_bytes(sum.optimizer), format_bytes(sum.activations()),
            sum.communication > 0 ? ", communication " + format_bytes(sum.communication) : "",
            sum.backend_workspace > 0 ? ", backend workspace " + format_bytes(sum.backend_workspace) : "",

@@ -306,8 +306,7 @@ void Trainer::log_start() const {
                t.grad_accum_steps, world, t.batch_size, t.seq_len,
                static_cast<int64_t>(t.grad_accum_steps) * world * t.batch_size * t.seq_len, t.steps);
   spdlog::info("memory: {} (parameters {}, gradients {}, AdamW {}, activations {}{}); precision {}, recompute {}",
-               format_bytes(ledger.total()),
-               format_bytes(ledger.parameters + ledger.master_staging + ledger.compute_weights),
+               format_bytes(ledger.total()), format_bytes(ledger.weights()),
                format_bytes(ledger.gradients), format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
                ledger.backend_workspace > 0 ? ", backend workspace " + format_bytes(ledger.backend_workspace) : "",
                config_.precision.recipe, model_->activation_plan().policy.describe());
