@@ -1,8 +1,10 @@
 // YAML -> Config: parse, check every key against the lists in Config::visit, apply --set overrides,
-// convert each value to its member's type, then validate. Every error names where the value came
-// from ("config.yaml:12" or "--set"), the key, what is wrong and what would be right.
+// convert each value to its member's type, fill the model keys not written from model.init_from's
+// checkpoint, then validate. Every error names where the value came from ("config.yaml:12" or "--set"),
+// the key, what is wrong and what would be right.
 #include "config/config_loader.h"
 
+#include "config/model_from_checkpoint.h"
 #include "config/validate.h"
 #include "core/error.h"
 
@@ -455,6 +457,7 @@ Config load_config_from_string(const std::string& yaml_text, const std::vector<s
   KeyOrigins origins;
   Reader reader(entries, origins);
   config.visit(reader);
+  config_detail::fill_model_from_checkpoint(config.model, origins);
   config_detail::validate_config(config, origins);
   return config;
 }

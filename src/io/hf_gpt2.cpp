@@ -2,8 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <climits>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -66,8 +71,7 @@ fs::path weights_path(const std::string& path) {
   return fs::is_directory(path) ? fs::path(path) / kWeightsFile : fs::path(path);
 }
 
-// config.json against the model: every difference in one message, with the keys to set.
-void check_hf_config(const fs::path& path, const ModelConfig& m) {
+nlohmann::json read_json_object(const fs::path& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(read_file_bytes(path.string()));
@@ -78,6 +82,19 @@ void check_hf_config(const fs::path& path, const ModelConfig& m) {
     GPT_FAIL("{}: not valid JSON: {}", path.string(), e.what());
   }
   GPT_CHECK(j.is_object(), "{}: expected a JSON object", path.string());
+  return j;
+}
+
+// config.json's keys for the model's shape keys, as (ours, theirs, the older name transformers also reads).
+constexpr std::array<std::array<const char*, 3>, 5> kHfShapeKeys = {{{"n_layer", "n_layer", nullptr},
+                                                                     {"n_head", "n_head", nullptr},
+                                                                     {"n_embd", "n_embd", nullptr},
+                                                                     {"context_length", "n_positions", "n_ctx"},
+                                                                     {"vocab_size", "vocab_size", nullptr}}};
+
+// config.json against the model: every difference in one message, with the keys to set.
+void check_hf_config(const fs::path& path, const ModelConfig& m) {
+  const nlohmann::json j = read_json_object(path);
   std::vector<std::string> problems;
   const auto int_key = [&](const char* key, const char* fallback, int ours, const char* our_key) {
     const char* k = j.contains(key) ? key : fallback;
@@ -85,11 +102,10 @@ void check_hf_config(const fs::path& path, const ModelConfig& m) {
     if (!j[k].is_number_integer() || j[k].get<int64_t>() != ours)
       problems.push_back(fmt::format("{} is {} but model.{} is {}", k, j[k].dump(), our_key, ours));
   };
-  int_key("n_layer", nullptr, m.n_layer, "n_layer");
-  int_key("n_head", nullptr, m.n_head, "n_head");
-  int_key("n_embd", nullptr, m.n_embd, "n_embd");
-  int_key("n_positions", "n_ctx", m.context_length, "context_length");
-  int_key("vocab_size", nullptr, m.vocab_size, "vocab_size");
+  const std::map<std::string, int> model_values = {{"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_embd", m.n_embd},
+                                                   {"context_length", m.context_length},
+                                                   {"vocab_size", m.vocab_size}};
+  for (const auto& [our_key, key, fallback] : kHfShapeKeys) int_key(key, fallback, model_values.at(our_key), our_key);
   if (j.contains("model_type") && j["model_type"] != "gpt2")
     problems.push_back(fmt::format("model_type is {}, not \"gpt2\"", j["model_type"].dump()));
   if (j.contains("layer_norm_epsilon") &&
@@ -186,6 +202,61 @@ std::vector<float> load_hf_gpt2(const std::string& path, const ModelConfig& m) {
   GPT_CHECK(unknown.empty(), "{}: {} tensor(s) that are not part of a {}-layer GPT-2: {}", file.string(),
             unknown.size(), lay.L, fmt::join(unknown.begin(), unknown.begin() + std::min<size_t>(unknown.size(), 8), ", "));
   return params;
+}
+
+CheckpointShape read_hf_gpt2_shape(const std::string& path) {
+  const fs::path file = weights_path(path);
+  GPT_CHECK(fs::exists(file), "Hugging Face checkpoint: {} does not exist", file.string());
+  const SafetensorsReader reader(file.string());  // reads the header, not the data section
+  const SafetensorsHeader& h = reader.header();
+  const std::string prefix = h.find("transformer.wte.weight") != nullptr ? "transformer." : "";
+  CheckpointShape shape;
+  const auto set = [&](const std::string& key, int64_t value, std::string source) {
+    GPT_CHECK(value > 0 && value <= INT_MAX, "{}: {} is {}, expected a positive integer below 2^31", file.string(),
+              source, value);
+    std::erase_if(shape.values, [&](const CheckpointShapeValue& v) { return v.key == key; });
+    shape.values.push_back({key, static_cast<int>(value), std::move(source)});
+  };
+  const auto matrix = [&](const std::string& name) {
+    const SafetensorsEntry* e = h.find(prefix + name);
+    GPT_CHECK(e != nullptr && e->shape.size() == 2, "{}: no 2-D tensor {}{}: not a GPT-2 checkpoint", file.string(),
+              prefix, name);
+    return e;
+  };
+  const SafetensorsEntry* wte = matrix("wte.weight");
+  const SafetensorsEntry* wpe = matrix("wpe.weight");
+  const std::string at = fmt::format("{}: ", file.string());
+  set("vocab_size", wte->shape[0], fmt::format("{}{} {}", at, wte->name, shape_str(wte->shape)));
+  set("n_embd", wte->shape[1], fmt::format("{}{} {}", at, wte->name, shape_str(wte->shape)));
+  set("context_length", wpe->shape[0], fmt::format("{}{} {}", at, wpe->name, shape_str(wpe->shape)));
+  int64_t layers = 0;
+  for (const SafetensorsEntry& e : h.tensors) {
+    if (!e.name.starts_with(prefix + "h.")) continue;
+    const char* digits = e.name.data() + prefix.size() + 2;
+    int64_t block = 0;
+    const auto [end, ec] = std::from_chars(digits, e.name.data() + e.name.size(), block);
+    if (ec == std::errc() && *end == '.' && block < INT_MAX) layers = std::max(layers, block + 1);
+  }
+  GPT_CHECK(layers > 0, "{}: no {}h.N tensors: not a GPT-2 checkpoint", file.string(), prefix);
+  set("n_layer", layers, fmt::format("{}blocks {}h.0 to {}h.{}", at, prefix, prefix, layers - 1));
+
+  const fs::path config = file.parent_path() / kConfigFile;
+  if (!fs::exists(config)) {
+    shape.missing_reason = fmt::format("{} has no {} beside it, and tensor shapes do not give the number of heads",
+                                       file.string(), kConfigFile);
+    return shape;
+  }
+  const nlohmann::json j = read_json_object(config);
+  for (const auto& [our_key, key, fallback] : kHfShapeKeys) {
+    const char* k = j.contains(key) ? key : fallback;
+    if (k == nullptr || !j.contains(k)) continue;
+    GPT_CHECK(j[k].is_number_integer(), "{}: {} is {}, expected an integer", config.string(), k, j[k].dump());
+    set(our_key, j[k].get<int64_t>(), fmt::format("{}: {}", config.string(), k));
+  }
+  if (shape.find("n_head") == nullptr)
+    shape.missing_reason = fmt::format("{} has no n_head, and tensor shapes do not give the number of heads",
+                                       config.string());
+  return shape;
 }
 
 void export_hf_gpt2(const std::string& out_dir, const ModelConfig& m, std::span<const float> params,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "io/checkpoint_shape.h"
 
 namespace gpt {
 
@@ -27,6 +28,12 @@ bool is_hf_checkpoint(const std::string& path);
 // we compute), no untied head or other architecture variant. The attention mask buffers (attn.bias,
 // attn.masked_bias) are ignored; any other unknown tensor is an error, as is a missing one.
 std::vector<float> load_hf_gpt2(const std::string& path, const ModelConfig& model);
+
+// The shape of a Hugging Face GPT-2 checkpoint from its headers alone: config.json's n_layer, n_head, n_embd,
+// n_positions (or n_ctx) and vocab_size where it has them, else the safetensors header's wte [V, C], wpe [T, C]
+// and number of h.N blocks. Shapes do not give the number of heads: without config.json (or without its n_head)
+// n_head is missing, and missing_reason says so.
+CheckpointShape read_hf_gpt2_shape(const std::string& path);
 
 struct HfExportOptions {
   std::string dtype = "F32";  // F32, BF16 or F16

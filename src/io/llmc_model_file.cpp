@@ -111,6 +111,8 @@ LlmcModelHeader read_llmc_header(const BinaryFile& file) {
 
 LlmcModelHeader read_llmc_header(const std::string& path) { return read_llmc_header(open_model(path)); }
 
+LlmcModelHeader read_llmc_header_fields(const std::string& path) { return parse_header(open_model(path)); }
+
 std::vector<float> read_llmc_parameters(const BinaryFile& file, const LlmcModelHeader& expected) {
   const LlmcModelHeader found = parse_header(file);
   std::vector<std::string> differences;

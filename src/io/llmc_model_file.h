@@ -54,6 +54,9 @@ LlmcModelHeader llmc_header_of(const ModelConfig& model);
 // claims and how many bytes the file holds).
 LlmcModelHeader read_llmc_header(const BinaryFile& file);
 LlmcModelHeader read_llmc_header(const std::string& path);
+// The same checks but the file's size: what model.init_from's shape is read from at config load, so that a
+// model key that differs is named before a size that is wrong (read_llmc_parameters checks that).
+LlmcModelHeader read_llmc_header_fields(const std::string& path);
 
 // All parameters, from a file whose header must equal expected: throws naming every field that differs, or
 // the file's size against what its header claims. Allocates only after both checks, so a header claiming

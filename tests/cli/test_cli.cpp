@@ -260,7 +260,7 @@ TEST(Cli, MissingShardsAreNamed) {
   EXPECT_NE(r.output.find(dir.file("data/train_*.bin")), std::string::npos) << r.output;
 }
 
-// model.init_from reads through read_llmc_parameters, which compares the header with the config and the
+// model.init_from's header is compared with the config's keys at load, and read_llmc_parameters compares the
 // file's size with the header before it allocates: a 1 KiB file claiming a bigger model, or the right model
 // without its parameters, is refused with what it claims and what it holds.
 TEST(Cli, InitFromChecksTheModelFileBeforeAllocating) {
@@ -298,7 +298,10 @@ TEST(Cli, InitFromChecksTheModelFileBeforeAllocating) {
   write_bytes(dir.file("xl.bin"), header.data(), sizeof(header));
   r = run_cli(train + dir.file("xl.bin"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("does not match the model: max_seq_len is 1024 in the file, expected 32"), std::string::npos)
+  // The config's keys are checked against the header at load, before the file's size.
+  EXPECT_NE(r.output.find("tiny.yaml:2: model.vocab_size is 256, but model.init_from's checkpoint has 50257 (" +
+                          dir.file("xl.bin") + " header: vocab_size)"),
+            std::string::npos)
       << r.output;
 }
 

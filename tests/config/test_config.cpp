@@ -69,6 +69,7 @@ model:
   n_head: 6
   n_embd: 384
   context_length: 512
+  n_layer: 6
   dropout: 0.1
   init_std: 2e-2
   init_from: "gpt2_124M.bin"
@@ -93,6 +94,7 @@ log:
   EXPECT_EQ(c.model.vocab_size, 50257);
   EXPECT_EQ(c.model.n_head, 6);
   EXPECT_EQ(c.model.n_embd, 384);
+  EXPECT_EQ(c.model.n_layer, 6);
   EXPECT_DOUBLE_EQ(c.model.dropout, 0.1);
   EXPECT_DOUBLE_EQ(c.model.init_std, 0.02);
   EXPECT_EQ(c.model.init_from, "gpt2_124M.bin");
@@ -107,7 +109,7 @@ log:
   EXPECT_EQ(c.optim.no_decay, (std::vector<std::string>{"bias", "embedding"}));
   EXPECT_EQ(c.log.level, "debug");
   // Untouched keys keep their defaults.
-  EXPECT_EQ(c.model.n_layer, ModelConfig{}.n_layer);
+  EXPECT_EQ(c.model.vocab_pad_multiple, ModelConfig{}.vocab_pad_multiple);
   EXPECT_EQ(c.train.steps, TrainConfig{}.steps);
 }
 
