@@ -49,8 +49,7 @@ BenchSession::BenchSession(Config config) : config_(std::move(config)) {
   // The recipe's work is timed too (fp16 with its loss scaler, fp8 with its scaling state).
   const PrecisionRecipe recipe = precision_recipe(config_.precision);
   recipe.validate(config_.model.n_layer);
-  Backend* masters_host =
-      masters_on_host(config_, comm_.world_size()) ? &offload_host(*profiler_, t.threads, host_backend_) : nullptr;
+  Backend* masters_host = masters_on_host(config_) ? &offload_host(*profiler_, t.threads, host_backend_) : nullptr;
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *profiler_, DType::F32,
                                  resolve_recompute(config_.recompute, config_.model.n_layer), recipe,
                                  LoraSpec::from_config(config_.finetune), masters_host);

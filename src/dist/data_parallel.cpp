@@ -167,11 +167,19 @@ void DataParallel::optimizer_step(AdamW& optimizer, double lr, double grad_scale
     return;
   }
   optimizer.step(params, piece_grads_, lr, grad_scale);
+  // The updated chunks go into the buckets, which the gather fills with every rank's. Masters on the host
+  // (masters_on_host) cross the bus both ways on the copy stream: each copy in starts after the ops queued
+  // before it and the gather waits for all of them; each copy out starts once its bucket has landed and
+  // overlaps the later buckets' gathers, and the host waits for the last before the weights are read.
+  const bool host_masters = model_.masters_on_host();
   for (const Piece& p : pieces_) {
     const Bucket& b = buckets_[static_cast<size_t>(p.bucket)];
-    backend_.copy({buckets_buffer_.elements(b.offset + p.packed, p.range.count),
-                   params.tensor(p.range.tensor).elements(p.range.offset, p.range.count)});
+    const Tensor slot = buckets_buffer_.elements(b.offset + p.packed, p.range.count);
+    const Tensor master = params.tensor(p.range.tensor).elements(p.range.offset, p.range.count);
+    if (host_masters) backend_.transfer_to_device(slot.data, master.data, slot.bytes());
+    else backend_.copy({slot, master});
   }
+  if (host_masters) backend_.order_after_transfers();
   const int W = comm_.world_size(), r = comm_.rank();
   for (int bi : order_) {
     Bucket& b = buckets_[static_cast<size_t>(bi)];
@@ -179,11 +187,16 @@ void DataParallel::optimizer_step(AdamW& optimizer, double lr, double grad_scale
     b.handle = comm_.all_gather_async(buckets_buffer_.elements(b.offset + r * chunk, chunk),
                                       buckets_buffer_.elements(b.offset, b.padded));
   }
+  uint64_t landed = 0;
   for (int bi : order_) {
     Bucket& b = buckets_[static_cast<size_t>(bi)];
     b.handle.wait();
-    for (const Segment& s : b.segments) backend_.copy({s.param, s.slot});
+    for (const Segment& s : b.segments) {
+      if (host_masters) landed = backend_.transfer_to_host(s.param.data, s.slot.data, s.slot.bytes());
+      else backend_.copy({s.param, s.slot});
+    }
   }
+  if (host_masters) backend_.wait_transfer(landed);
 }
 
 double DataParallel::bytes_sent_per_step() const {
@@ -237,9 +250,24 @@ void DataParallel::broadcast_parameters() {
   if (comm_.world_size() == 1) return;
   Arena& params = model_.parameter_arena();
   const auto total = static_cast<int64_t>(params.layout().total_bytes());
-  for (int64_t begin = 0; begin < total; begin += kBroadcastBytes) {
-    const int64_t n = std::min(kBroadcastBytes, total - begin);
-    comm_.broadcast(Tensor(static_cast<char*>(params.base()) + begin, {n}, DType::U8, backend_.device()), 0);
+  if (!model_.masters_on_host()) {
+    for (int64_t begin = 0; begin < total; begin += kBroadcastBytes) {
+      const int64_t n = std::min(kBroadcastBytes, total - begin);
+      comm_.broadcast(Tensor(static_cast<char*>(params.base()) + begin, {n}, DType::U8, backend_.device()), 0);
+    }
+    return;
+  }
+  // Host masters, which the device's communicator may not reach: piece by piece through the device's staging
+  // buffer, host -> staging -> broadcast -> host, on every rank (rank 0's copy back rewrites its own bits).
+  const Tensor staging = model_.master_staging_arena()->tensor(0);
+  const auto piece = static_cast<int64_t>(staging.bytes());
+  char* const base = static_cast<char*>(params.base());
+  for (int64_t begin = 0; begin < total; begin += piece) {
+    const int64_t n = std::min(piece, total - begin);
+    const Tensor bytes(staging.data, {n}, DType::U8, staging.device);
+    backend_.copy_to_device(bytes.data, base + begin, static_cast<size_t>(n));
+    comm_.broadcast(bytes, 0);
+    backend_.copy_to_host(base + begin, bytes.data, static_cast<size_t>(n));
   }
 }
 

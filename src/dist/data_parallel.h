@@ -13,7 +13,9 @@
 // ZeRO-1 (dist.zero: 1). Each bucket is padded to a multiple of W and reduce-scattered instead of
 // all-reduced: rank r receives the summed gradients of chunk r of every bucket and keeps AdamW moments for
 // those elements only (1/W of the optimizer state). After updating its chunks it all-gathers the weights,
-// so every rank again holds the whole model for the next forward.
+// so every rank again holds the whole model for the next forward. With the FP32 masters on the host
+// (masters_on_host in memory/planner.h) the gather still runs in the buckets on the device: each rank's
+// updated chunks cross into them and the gathered weights back into its host masters.
 //
 // On a GPU the communicator (NCCL) orders each reduction after the packing on the compute stream and
 // overlaps it with the rest of backward on a stream of its own; waiting for a bucket orders the compute
@@ -68,7 +70,7 @@ class DataParallel {
   // The elementwise max over the ranks of magnitudes (FP8 amaxes; a sign is dropped), NaN where any rank
   // has NaN, +inf where any has +inf and none NaN; one collective per 128 values whatever the ranks.
   void all_reduce_max(std::span<float> values);
-  // Makes every rank's weights rank 0's.
+  // Makes every rank's weights rank 0's; masters on the host pass the model's staging buffer on the way.
   void broadcast_parameters();
   // Bytes one rank sends per optimizer step in the bucket collectives, counted as ring algorithms (NCCL's,
   // and MPI's for large buffers) move them: an all-reduce of n bytes sends 2(W-1)/W n, a reduce-scatter

@@ -178,7 +178,7 @@ DataParallelMemory data_parallel_memory(const ModelConfig& model, int ranks, int
 MemoryLedger data_parallel_ledger(const Config& config, const RecomputePolicy& policy, int batch_size,
                                   const BackendCapabilities& backend, int ranks, int rank) {
   GPT_CHECK(rank >= 0 && rank < ranks, "data_parallel_ledger: rank {} of {}", rank, ranks);
-  MemoryLedger ledger = ledger_for(config, policy, batch_size, backend, ranks);
+  MemoryLedger ledger = ledger_for(config, policy, batch_size, backend);
   // Every rank holds the same LoRA adapters and their state (ZeRO-1 refuses LoRA); their buckets, a few rank-wide
   // matrices, are left out.
   if (config.finetune.lora()) return ledger;
@@ -188,9 +188,11 @@ MemoryLedger data_parallel_ledger(const Config& config, const RecomputePolicy& p
   if (config.memory.offload != "optimizer") {
     ledger.optimizer = moments;
   } else if (config.dist.zero == 1) {
+    // The shard's moments and the FP32 copy of its reduce-scattered gradients; the masters are the model's
+    // own on the host, all of them (ledger_for's), or AdamW's host copy of the shard's.
     ledger.host_optimizer = moments;
-    ledger.host_parameters = moments / 2;
     ledger.host_gradients = moments / 2;
+    if (!masters_on_host(config)) ledger.host_parameters = moments / 2;
   }
   return ledger;
 }
@@ -198,7 +200,7 @@ MemoryLedger data_parallel_ledger(const Config& config, const RecomputePolicy& p
 MemoryLedger variant_ledger(const LeverVariant& v, const BackendCapabilities& backend) {
   const Config& c = v.config;
   MemoryLedger ledger =
-      ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), c.train.batch_size, backend, v.ranks);
+      ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), c.train.batch_size, backend);
   if (v.ranks > 1) {
     GPT_CHECK(!c.finetune.lora(), "the lever table plans data parallelism of full training only, not of LoRA adapters");
     const DataParallelMemory dp =

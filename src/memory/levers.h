@@ -49,9 +49,10 @@ struct DataParallelMemory {
 DataParallelMemory data_parallel_memory(const ModelConfig& model, int ranks, int zero_stage, DType reduce_dtype);
 
 // Rank `rank`'s ledger in a data-parallel run of `ranks` (>= 2): ledger_for, with that rank's AdamW state and the
-// data-parallel buffers. Under memory.offload: optimizer with ZeRO-1 the host column is the rank's shard: its FP32
-// masters, the FP32 copy of its reduce-scattered gradients and its moments (make_optimizer's host arenas, laid out
-// as its AdamW moments are); without ZeRO every rank's host holds the whole model's, as on one rank. Under LoRA,
+// data-parallel buffers. Under memory.offload: optimizer with ZeRO-1 the host column holds the rank's shard of the
+// gradients (the FP32 copy of its reduce-scattered chunks) and of the moments (make_optimizer's host arenas, laid
+// out as its AdamW moments are), and of the masters all of them where they live on the host (masters_on_host),
+// else AdamW's copy of the shard's; without ZeRO every rank's host holds the whole model's, as on one rank. Under LoRA,
 // ledger_for's (every rank holds the same adapters).
 MemoryLedger data_parallel_ledger(const Config& config, const RecomputePolicy& policy, int batch_size,
                                   const BackendCapabilities& backend, int ranks, int rank);

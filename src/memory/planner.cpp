@@ -10,13 +10,13 @@
 
 namespace gpt {
 
-bool masters_on_host(const Config& config, int ranks) {
-  return config.memory.offload == "optimizer" && ranks == 1 && !config.finetune.lora() &&
+bool masters_on_host(const Config& config) {
+  return config.memory.offload == "optimizer" && !config.finetune.lora() &&
          PrecisionLayout(precision_recipe(config.precision), config.model.n_layer).compute_weights();
 }
 
 MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int batch_size,
-                        const BackendCapabilities& backend, int ranks) {
+                        const BackendCapabilities& backend) {
   // Every tensor at the size of the format the precision layout gives it, which is what every backend
   // allocates: activations, the compute copy of the weights (E4M3 for FP8 blocks' linear weights) and the
   // gradients in precision.grad_dtype. Masters and AdamW state stay FP32. The transposed FP8 copies a
@@ -48,14 +48,13 @@ MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int
   if (config.memory.offload == "optimizer") {
     // The host holds the FP32 masters AdamW updates, a copy of the gradients it reads and the moments; the
     // device the gradients and the activations, and no optimizer state. Its FP32 weights are what the
-    // forward reads in fp32; under a narrow recipe on one rank they give way to the staging buffer that
-    // the host masters are cast from into the compute copy, and over several ranks they stay for the
-    // collectives (masters_on_host).
+    // forward reads in fp32; under a narrow recipe they give way to the staging buffer that the host
+    // masters are cast from into the compute copy (masters_on_host), on every rank of a data-parallel run.
     ledger.host_parameters = ledger.parameters;
     ledger.host_gradients = ledger.gradients;
     ledger.host_optimizer = ledger.optimizer;
     ledger.optimizer = 0;
-    if (masters_on_host(config, ranks)) {
+    if (masters_on_host(config)) {
       ledger.master_staging = master_staging_layout(masters, config.model.n_layer).total_bytes();
       ledger.parameters = 0;
     }

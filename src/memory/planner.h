@@ -26,16 +26,16 @@ struct MemoryChoice {
 };
 
 // Whether a run keeps its FP32 masters in host memory only (GPT's masters_host): memory.offload: optimizer
-// under a recipe with a compute copy (bf16, fp16, fp8), without LoRA, on one rank. Over several ranks the
-// device keeps them: the start's broadcast and ZeRO-1's all-gather of the updated weights go through the
-// device's communicator (NCCL), on device memory.
-bool masters_on_host(const Config& config, int ranks);
+// under a recipe with a compute copy (bf16, fp16, fp8), without LoRA. Over several ranks every rank holds all
+// of them on its host; the start's broadcast and ZeRO-1's all-gather of the updated weights pass through the
+// device's staging buffer and gradient buckets, where the device's communicator (NCCL) reaches them.
+bool masters_on_host(const Config& config);
 
 // The ledger of the config with this micro-batch and recompute policy on a backend with these
 // capabilities: whether attention keeps its probabilities, and the workspace the backend reserves; for
-// one of `ranks` ranks as far as the masters' place goes (data_parallel_ledger adds the rest).
+// one rank (data_parallel_ledger adds what data parallelism changes).
 MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int batch_size,
-                        const BackendCapabilities& backend, int ranks = 1);
+                        const BackendCapabilities& backend);
 
 // Throws gpt::Error naming the smallest budget that would work when nothing fits. The precision is lowered
 // only on a backend that stores narrow formats at their size (stores_low_precision); every candidate counts

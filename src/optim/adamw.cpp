@@ -71,8 +71,6 @@ AdamW::AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& 
   }
   if (host_ != nullptr) {
     masters_in_parameters_ = masters == OffloadMasters::InParameters;
-    GPT_CHECK(!masters_in_parameters_ || owns_all_,
-              "offloaded AdamW: masters in the parameter arena need every tensor whole, not a shard");
     if (!masters_in_parameters_)
       host_masters_ = std::make_unique<HostArena>(moments_layout("offload_masters", layout, ranges_), backend_, *host_);
     host_grads_ =
@@ -199,8 +197,9 @@ void AdamW::host_update_all(Arena& params, const Grads& grads_of, double lr, dou
                                   device.bytes());
     }
     unit.staged = false;
-    // Units run in unit_of_block's order: block L-1 first, the tensors outside the blocks last.
-    if (masters_in_parameters_ && masters_updated_)
+    // Units run in unit_of_block's order: block L-1 first, the tensors outside the blocks last. A shard's
+    // units are ranges, not blocks: its owner gathers the weights and the next forward casts them all.
+    if (masters_in_parameters_ && owns_all_ && masters_updated_)
       masters_updated_(u < static_cast<size_t>(blocks_) ? blocks_ - 1 - static_cast<int>(u) : -1);
   }
   // The next forward, and the data-parallel gather of a shard, read the weights just sent.

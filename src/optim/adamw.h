@@ -27,11 +27,12 @@
 // is the same run bit for bit. The masters are taken from the device's weights at the first update after
 // construction or after state_from_host (a resume), since initialisation, loading and the data-parallel
 // broadcast write those.
-// Where the model keeps its FP32 masters in host memory itself (GPT's masters_host: one rank, a narrow
-// recipe), the parameter arena the update is given is those masters: AdamW updates them in place, keeps
-// no copy and sends nothing back itself; as each unit is done it calls the hook set by on_masters_updated,
-// through which the model casts that block's compute copy from them (over its staging buffer) while the
-// next units update.
+// Where the model keeps its FP32 masters in host memory itself (GPT's masters_host: a narrow recipe), the
+// parameter arena the update is given is those masters: AdamW updates them (or its shard's ranges of them)
+// in place, keeps no copy and sends nothing back itself. Owning every tensor whole, as each unit is done it
+// calls the hook set by on_masters_updated, through which the model casts that block's compute copy from
+// them (over its staging buffer) while the next units update; over a shard the data-parallel all-gather
+// brings the other ranks' ranges in first, so the hook is not called.
 #pragma once
 
 #include "backend/backend.h"
@@ -49,7 +50,7 @@ namespace gpt {
 
 // Offload: where the FP32 masters the update writes are. HostCopy: AdamW's own copy in host memory of the
 // device's weights, sent back after each unit's update. InParameters: the parameter arena itself, which is
-// in host memory (a model built with masters_host); it must own every tensor whole.
+// in host memory (a model built with masters_host).
 enum class OffloadMasters { HostCopy, InParameters };
 
 // Elements [offset, offset + count) of the parameter tensor at arena index `tensor`.
@@ -104,8 +105,8 @@ class AdamW {
   void stage_gradients(int block, Arena& grads);
   // Forgets what stage_gradients brought over (a step that is not applied leaves it stale), once it landed.
   void forget_staged_gradients();
-  // Offload with the masters in the parameter arena: `hook(block)` runs once the update has written block
-  // `block`'s masters ([0, L), or -1 for the embeddings and final LayerNorm), in the update's order.
+  // Offload with the masters in the parameter arena, owning every tensor whole: `hook(block)` runs once the
+  // update has written block `block`'s masters ([0, L), or -1 for the embeddings and final LayerNorm), in the update's order.
   void on_masters_updated(std::function<void(int block)> hook) { masters_updated_ = std::move(hook); }
   // Offload: milliseconds the last update spent on the host (waiting for gradients, AdamW, queueing the
   // weights' copies back), from its start, when the device has finished the norm, until the next forward

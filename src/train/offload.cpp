@@ -27,9 +27,10 @@ std::unique_ptr<AdamW> make_optimizer(const Config& config, GPT& model, const Da
       std::make_unique<AdamW>(config.optim, layout, backend, dp.optimizer_ranges(), host, grad_dtype, masters);
   if (model.masters_on_host()) {
     optimizer->on_masters_updated([&model](int block) { model.refresh_compute_part(block); });
-    spdlog::info("memory.offload: the FP32 masters ({}) are only in host memory, where AdamW updates them; the "
+    spdlog::info("memory.offload: the FP32 masters ({}) are only in host memory, where AdamW updates {}; the "
                  "device casts its compute copy from them through a {} staging buffer",
                  format_bytes(layout.arena_layout().total_bytes()),
+                 dp.zero_stage() == 1 ? "this rank's shard of them (the gradient buckets gather the others')" : "them",
                  format_bytes(model.master_staging_arena()->layout().total_bytes()));
   }
   const std::string bytes = fmt::format("{:.1f} MiB", static_cast<double>(optimizer->host_master_bytes() +

@@ -153,7 +153,7 @@ void Trainer::build(const RecomputePolicy& policy) {
   const TrainConfig& t = config_.train;
   const int rank = comm_->rank(), world = comm_->world_size();
   const int threads = threads_per_rank(t.threads, comm_->local_size());
-  Backend* masters_host = masters_on_host(config_, world) ? &offload_host(*backend_, threads, host_backend_) : nullptr;
+  Backend* masters_host = masters_on_host(config_) ? &offload_host(*backend_, threads, host_backend_) : nullptr;
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *backend_, DType::F32, policy, recipe_,
                                  LoraSpec::from_config(config_.finetune), masters_host);
   if (recipe_.uses_loss_scaling()) scaler_.emplace(recipe_.loss_scale);
@@ -314,14 +314,15 @@ void Trainer::log_start() const {
 }
 
 MemoryLedger Trainer::rank_ledger() const {
-  MemoryLedger ledger = ledger_for(config_, model_->activation_plan().policy, config_.train.batch_size,
-                                   backend_planned_, comm_->world_size());
+  MemoryLedger ledger =
+      ledger_for(config_, model_->activation_plan().policy, config_.train.batch_size, backend_planned_);
   if (comm_->world_size() > 1) {
     // This rank's optimizer state (a ZeRO-1 shard) and the data-parallel buffers, which the config alone does not give.
     ledger.communication = dp_->buffer_bytes();
     if (optimizer_->offloaded()) {
       ledger.host_optimizer = optimizer_->state_bytes();
-      ledger.host_parameters = optimizer_->host_master_bytes();
+      // With the masters in the model's parameter arena on the host, ledger_for's: every rank holds them all.
+      if (!optimizer_->masters_in_parameters()) ledger.host_parameters = optimizer_->host_master_bytes();
       ledger.host_gradients = optimizer_->host_gradient_bytes();
     } else {
       ledger.optimizer = optimizer_->state_bytes();

@@ -63,6 +63,9 @@ class Trainer {
   DataParallel& data_parallel() { return *dp_; }
   const Config& config() const { return config_; }  // as resolved (accumulation steps derived)
   int64_t step() const { return step_; }
+  // The ledger of this rank (ledger.txt, the start-up log): the config's, with the data-parallel buffers and
+  // this rank's optimizer state.
+  MemoryLedger rank_ledger() const;
 
  private:
   // The constructor's three steps. plan settles the configuration: the accumulation steps, the backend, and
@@ -73,8 +76,6 @@ class Trainer {
   void build(const RecomputePolicy& policy);
   void resume();
   void log_start() const;
-  // The ledger of this rank: the config's, with the data-parallel buffers and this rank's optimizer state.
-  MemoryLedger rank_ledger() const;
   // Refuses to resume LoRA adapters onto a base other than the one they were trained on.
   void check_lora_base(const CheckpointState& state, const std::string& dir) const;
   // The loader position defaults to the current one; a stop on a non-finite step saves the position

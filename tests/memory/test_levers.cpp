@@ -268,7 +268,8 @@ TEST(Levers, ZeroOneShardsTheOptimizerStateByTheRankCountWithBucketPadding) {
 }
 
 // The host-memory check adds up the ledgers of a node's ranks, so each must be its own rank's: under ZeRO-1 with
-// offload the host holds the rank's shard of masters, gradients' copy and moments, as make_optimizer lays them out.
+// offload the host holds the rank's shard of the gradients' copy and moments, as make_optimizer lays them out, and
+// of the masters all of them (bf16, the model's on the host) or the shard's copy (fp32).
 TEST(Levers, TheDataParallelLedgerIsEachRanksOwnStateOnTheHostAndTheDevice) {
   Config c = lever_config();
   const RecomputePolicy policy = resolve_recompute(c.recompute, c.model.n_layer);
@@ -282,14 +283,29 @@ TEST(Levers, TheDataParallelLedgerIsEachRanksOwnStateOnTheHostAndTheDevice) {
       c.dist.zero = 1;
       c.memory.offload = "optimizer";
       DataParallel zero(model, comm, 1);
-      const AdamW offloaded(c.optim, model.parameter_layout(), backend, zero.optimizer_ranges(), backend, DType::F32);
+      // bf16: the FP32 masters are the model's on the host, all of them on every rank, which AdamW updates
+      // in place; the gradients' copy and the moments are the shard's.
+      const AdamW in_parameters(c.optim, model.parameter_layout(), backend, zero.optimizer_ranges(), backend,
+                                DType::F32, OffloadMasters::InParameters);
       const MemoryLedger sharded = data_parallel_ledger(c, policy, c.train.batch_size, capabilities(), ranks, r);
-      EXPECT_EQ(sharded.host_parameters, offloaded.host_master_bytes());
-      EXPECT_EQ(sharded.host_gradients, offloaded.host_gradient_bytes());
-      EXPECT_EQ(sharded.host_optimizer, offloaded.state_bytes());
-      EXPECT_LT(sharded.host_total(), whole.parameters * 4 / static_cast<uint64_t>(ranks) + (64u << 10));
+      EXPECT_EQ(sharded.host_parameters, whole.parameters);
+      EXPECT_EQ(in_parameters.host_master_bytes(), 0u);
+      EXPECT_EQ(sharded.host_gradients, in_parameters.host_gradient_bytes());
+      EXPECT_EQ(sharded.host_optimizer, in_parameters.state_bytes());
+      EXPECT_LT(sharded.host_total(),
+                whole.parameters + whole.parameters * 3 / static_cast<uint64_t>(ranks) + (64u << 10));
+      EXPECT_EQ(sharded.parameters, 0u);
       EXPECT_EQ(sharded.optimizer, 0u);
       EXPECT_EQ(sharded.communication, zero.buffer_bytes());
+      // fp32: the device keeps its FP32 weights and AdamW a host copy of the shard's.
+      c.precision.recipe = "fp32";
+      const AdamW host_copy(c.optim, model.parameter_layout(), backend, zero.optimizer_ranges(), backend, DType::F32);
+      const MemoryLedger fp32 = data_parallel_ledger(c, policy, c.train.batch_size, capabilities(), ranks, r);
+      EXPECT_EQ(fp32.host_parameters, host_copy.host_master_bytes());
+      EXPECT_EQ(fp32.host_gradients, host_copy.host_gradient_bytes());
+      EXPECT_EQ(fp32.host_optimizer, host_copy.state_bytes());
+      EXPECT_LT(fp32.host_total(), whole.parameters * 4 / static_cast<uint64_t>(ranks) + (64u << 10));
+      c.precision.recipe = "bf16";
 
       c.memory.offload = "none";
       const AdamW on_device(c.optim, model.parameter_layout(), backend, zero.optimizer_ranges());

@@ -105,12 +105,10 @@ TEST(Offload, UnderANarrowRecipeTheLedgerHasTheStagingBufferInsteadOfTheDevicesF
   EXPECT_NE(lo.table().find("FP32 staging"), std::string::npos) << lo.table();
   // The first step writes exactly the planned activations.
   EXPECT_EQ(offloaded.run().measured_activation_bytes, lo.activations());
-  // Over two ranks the collectives move the device's FP32 weights, which stay.
-  EXPECT_FALSE(masters_on_host(o, 2));
-  EXPECT_EQ(ledger_for(o, none, c.train.batch_size, caps, 2).parameters, fp32);
+  // In fp32 the forward reads the FP32 weights, which stay on the device.
   Config fp32_run = o;
   fp32_run.precision.recipe = "fp32";
-  EXPECT_FALSE(masters_on_host(fp32_run, 1));
+  EXPECT_FALSE(masters_on_host(fp32_run));
 }
 
 // Random gradients into two models from the same weights: one updated by AdamW on the device (the CPU

@@ -9,6 +9,7 @@
 #include "dist/data_parallel.h"
 #include "io/checkpoint.h"
 #include "io/optimizer_shards.h"
+#include "memory/levers.h"
 #include "mpi_test_util.h"
 #include "train/trainer.h"
 
@@ -25,6 +26,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <tuple>
 
 namespace gpt::test {
 
@@ -268,6 +270,57 @@ inline void expect_zero_offload_equals_zero_on_device_bitwise(const SharedDir& d
     EXPECT_EQ(a.model().parameters_to_host(), b.model().parameters_to_host());
     EXPECT_TRUE(same_on_every_rank(b.model().parameters_to_host()));
   }
+}
+
+// Offload with the FP32 masters on every rank's host (a recipe with a compute copy: masters_on_host) against
+// the same run with AdamW on the device, from `device` (its dist.zero, recipe and accumulation as given): the
+// same losses and weights bit for bit, as the start's broadcast through the staging buffer gives every rank
+// rank 0's masters and the host's AdamW rounds as the device's does. The device holds no FP32 weights, and
+// each rank's ledger (the trainer's, and data_parallel_ledger's that the host-memory check adds up) is what
+// it allocated: all the masters on the host, with ZeRO-1 only its shard's gradient copy and moments.
+inline void expect_host_masters_offload_equals_device_bitwise(const SharedDir& dir, Config device,
+                                                             const std::string& label) {
+  SCOPED_TRACE(label);
+  device.log.run_dir = dir.file(label + "_device");
+  Config offloaded = device;
+  offloaded.memory.offload = "optimizer";
+  offloaded.log.run_dir = dir.file(label + "_offload");
+  Trainer a(device, config_to_yaml(device), &world());
+  a.run();
+  Trainer b(offloaded, config_to_yaml(offloaded), &world());
+  ASSERT_TRUE(b.model().masters_on_host());
+  ASSERT_TRUE(b.optimizer().masters_in_parameters());
+  EXPECT_EQ(b.data_parallel().zero_stage(), device.dist.zero);
+
+  const MemoryLedger ledger = b.rank_ledger();
+  const MemoryLedger planned = data_parallel_ledger(offloaded, b.model().activation_plan().policy,
+                                                    offloaded.train.batch_size, b.model().backend().capabilities(),
+                                                    world().world_size(), world().rank());
+  EXPECT_EQ(ledger.parameters, 0u);
+  EXPECT_EQ(ledger.master_staging, b.model().master_staging_arena()->layout().total_bytes());
+  EXPECT_EQ(ledger.host_parameters, b.model().parameter_arena().layout().total_bytes());
+  EXPECT_EQ(ledger.host_gradients, b.optimizer().host_gradient_bytes());
+  EXPECT_EQ(ledger.host_optimizer, b.optimizer().state_bytes());
+  EXPECT_EQ(ledger.optimizer, 0u);
+  EXPECT_EQ(ledger.communication, b.data_parallel().buffer_bytes());
+  for (const auto& [name, ours, theirs] :
+       {std::tuple{"host_parameters", ledger.host_parameters, planned.host_parameters},
+        std::tuple{"host_gradients", ledger.host_gradients, planned.host_gradients},
+        std::tuple{"host_optimizer", ledger.host_optimizer, planned.host_optimizer},
+        std::tuple{"parameters", ledger.parameters, planned.parameters},
+        std::tuple{"master_staging", ledger.master_staging, planned.master_staging}})
+    EXPECT_EQ(ours, theirs) << name << ": the trainer's ledger against data_parallel_ledger's";
+  if (device.dist.zero == 1) EXPECT_LT(b.optimizer().num_elements(), b.model().num_parameters() * 0.6);
+
+  b.run();
+  if (world().rank() == 0) {  // which writes metrics.jsonl
+    const auto losses = logged_losses(device.log.run_dir);
+    EXPECT_EQ(losses.size(), static_cast<size_t>(device.train.steps));
+    EXPECT_EQ(logged_losses(offloaded.log.run_dir), losses);
+  }
+  const std::vector<float> weights = b.model().parameters_to_host();
+  EXPECT_EQ(weights, a.model().parameters_to_host()) << label << ": the host masters are not the device's";
+  EXPECT_TRUE(same_on_every_rank(weights)) << "the ranks' host masters drifted apart";
 }
 
 // `steps` steps on 2 ranks with ZeRO-1 (from `c`, whose run it takes over) write a checkpoint of two

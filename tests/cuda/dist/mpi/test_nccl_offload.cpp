@@ -3,7 +3,7 @@
 // range's copy after the reduce-scatter, and the all-gather of the weights must wait for the copies back.
 // A run whose host state is pinned (copies asynchronous on the copy stream) equals, bit for bit, the run
 // whose pinning was refused (every copy holds the host until it lands): any copy that raced a kernel or a
-// collective would break the equality.
+// collective would break the equality. With the masters on the host, the run equals AdamW on the device.
 #include "backend/cuda_entry.h"
 #include "dist_run.h"
 #include "emu/control.h"
@@ -29,6 +29,18 @@ TEST(NcclOffload, ZeroOnePinnedEqualsZeroOneWithPinningRefusedBitwise) {
     EXPECT_TRUE(same_on_every_rank(weights.back()));
   }
   EXPECT_EQ(weights[1], weights[0]);
+}
+
+// bf16 with the FP32 masters on each rank's host: the start's broadcast passes the device's staging buffer,
+// and ZeRO-1's updated shard crosses into the gradient buckets and the gathered weights back out on the copy
+// stream, around NCCL's all-gather on its own; the run equals the one whose AdamW runs on the device bit for bit.
+TEST(NcclOffload, HostMastersZeroOneBf16EqualsAdamWOnTheDeviceBitwise) {
+  SharedDir dir;
+  Config c = dist_run(dir, 2, 2, 3);
+  c.train.backend = "cuda";
+  c.precision.recipe = "bf16";
+  c.dist.zero = 1;
+  expect_host_masters_offload_equals_device_bitwise(dir, c, "nccl_bf16_zero");
 }
 
 }  // namespace
