@@ -42,11 +42,22 @@ size_t ArenaLayout::index_of(const std::string& buffer_name) const {
   GPT_FAIL("arena '{}' has no buffer named '{}'", name_, buffer_name);
 }
 
-Arena::Arena(ArenaLayout layout, Backend& backend) : layout_(std::move(layout)), backend_(backend) {
-  if (layout_.total_bytes() == 0) return;
+Arena::Arena(ArenaLayout layout, Backend& backend, Backend* pin_through)
+    : layout_(std::move(layout)), backend_(backend), pin_through_(pin_through) {
+  const size_t bytes = layout_.total_bytes();
+  if (bytes == 0) return;
+  if (pin_through_ && pin_through_->capabilities().pinned_host_memory) base_ = pin_through_->allocate_pinned(bytes);
+  pinned_ = base_ != nullptr;
+  if (pinned_) return;
   try {
-    base_ = backend_.allocate(layout_.total_bytes());
+    base_ = backend_.allocate(bytes);
   } catch (const Error& e) {
+    // Host memory for a device's transfers is what memory.offload keeps off the device: the remedies are
+    // offload's, not the activation plan's.
+    if (pin_through_)
+      GPT_FAIL("memory.offload: optimizer: the host could not provide the {:.1f} MiB of '{}' ({}); free host "
+               "memory, shard the optimizer over more ranks (dist.zero: 1) or set memory.offload: none",
+               static_cast<double>(bytes) / (1 << 20), layout_.name(), e.what());
     // Say which planned block did not fit, and what the user can change, not only the allocator's words.
     const ArenaBuffer* largest = nullptr;
     for (const ArenaBuffer& b : layout_.buffers())
@@ -55,14 +66,16 @@ Arena::Arena(ArenaLayout layout, Backend& backend) : layout_(std::move(layout)),
              "allocated on the {} backend: {}. Lower train.batch_size (with train.grad_accum_steps to keep the batch), "
              "set memory.budget to let the planner choose, or recompute activations (recompute.mode); "
              "`gpt-train plan CONFIG` shows what each choice takes",
-             layout_.name(), static_cast<double>(layout_.total_bytes()) / (1 << 20), layout_.buffers().size(),
+             layout_.name(), static_cast<double>(bytes) / (1 << 20), layout_.buffers().size(),
              largest ? largest->name : "", largest ? static_cast<double>(largest->bytes) / (1 << 20) : 0.0,
              backend_.name(), e.what());
   }
 }
 
 Arena::~Arena() {
-  if (base_) backend_.deallocate(base_);
+  if (base_ == nullptr) return;
+  if (pinned_) pin_through_->deallocate_pinned(base_);
+  else backend_.deallocate(base_);
 }
 
 Tensor Arena::tensor(size_t index) {

@@ -53,7 +53,13 @@ class ArenaLayout {
 
 class Arena {
  public:
-  Arena(ArenaLayout layout, Backend& backend);
+  // The block is `backend`'s memory, and its views are on `backend`'s device. With `pin_through` (a device
+  // backend that copies to and from this host memory: the offloaded optimizer's state, the masters kept on
+  // the host), it is that backend's pinned memory where it gives some, since a GPU's copy engine reads and
+  // writes only page-locked memory while the device computes (a copy from ordinary memory is staged by the
+  // driver and holds the host until it is done); else, or where pinning is refused (a host at its
+  // page-locked limit), `backend`'s ordinary memory. pinned() says which; the caller says so to the user.
+  Arena(ArenaLayout layout, Backend& backend, Backend* pin_through = nullptr);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -62,13 +68,17 @@ class Arena {
   Tensor tensor(const std::string& buffer_name) { return tensor(layout_.index_of(buffer_name)); }
   const ArenaLayout& layout() const { return layout_; }
   void* base() const { return base_; }
+  // Whether the block is pin_through's pinned memory.
+  bool pinned() const { return pinned_; }
   // Highest byte of the arena that any view handed out so far reaches: the measured peak.
   size_t peak_bytes() const { return peak_bytes_; }
 
  private:
   ArenaLayout layout_;
   Backend& backend_;
+  Backend* pin_through_ = nullptr;
   void* base_ = nullptr;
+  bool pinned_ = false;
   size_t peak_bytes_ = 0;
 };
 

@@ -62,7 +62,7 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
                                    : ParameterLayout(config, precision_.gradient())),
       plan_(plan_activations(config, precision_, {batch_size, seq_len}, backend.attention_keeps_probs(), recompute,
                              backend.capabilities().stages_fp8_operands)),
-      params_arena_(layout_.arena_layout(), masters_backend_),
+      params_arena_(layout_.arena_layout(), masters_backend_, masters_host ? &backend : nullptr),
       grads_arena_(grads_layout_.arena_layout(), backend),
       acts_arena_(plan_.layout, backend),
       host_staging_(static_cast<size_t>(batch_size) * seq_len * dtype_size(precision_.statistics())) {

@@ -48,7 +48,8 @@ class GPT {
   // masters_host: where given, the FP32 masters live in that backend's memory (the host's, for
   // memory.offload: optimizer, whose AdamW updates them there), not on the device, which holds the compute
   // copy and a staging buffer (master_staging_layout) that the masters cross a slice at a time to be cast
-  // into it. Needs a recipe with a compute copy and no LoRA.
+  // into it; pinned through `backend` where it gives pinned memory, so that those copies run on its copy
+  // stream. Needs a recipe with a compute copy and no LoRA.
   GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype = DType::F32,
       const RecomputePolicy& recompute = {}, const PrecisionRecipe& precision = {}, const LoraSpec& lora = {},
       Backend* masters_host = nullptr);
@@ -79,6 +80,9 @@ class GPT {
     return params_arena_;
   }
   bool masters_on_host() const { return master_staging_ != nullptr; }
+  // With the masters on the host: whether they are the device backend's pinned memory (else ordinary memory,
+  // where pinning was refused or the backend has none, each copy to the staging buffer holding the host).
+  bool masters_pinned() const { return masters_on_host() && params_arena_.pinned(); }
   // With the masters on the host: the device's staging buffer they are cast from; null otherwise.
   Arena* master_staging_arena() { return master_staging_.get(); }
   Arena& gradient_arena() { return grads_arena_; }

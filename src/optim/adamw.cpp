@@ -72,9 +72,9 @@ AdamW::AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& 
   if (host_ != nullptr) {
     masters_in_parameters_ = masters == OffloadMasters::InParameters;
     if (!masters_in_parameters_)
-      host_masters_ = std::make_unique<HostArena>(moments_layout("offload_masters", layout, ranges_), backend_, *host_);
+      host_masters_ = std::make_unique<Arena>(moments_layout("offload_masters", layout, ranges_), *host_, &backend_);
     host_grads_ =
-        std::make_unique<HostArena>(moments_layout("offload_gradients", layout, ranges_, grad_dtype), backend_, *host_);
+        std::make_unique<Arena>(moments_layout("offload_gradients", layout, ranges_, grad_dtype), *host_, &backend_);
     plan_units();
   }
 }

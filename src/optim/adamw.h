@@ -6,7 +6,7 @@
 // Offload (memory.offload: optimizer). Given a host backend, the FP32 masters of the owned ranges, a host
 // copy of their gradients and the moments live in that backend's memory, and the update runs there (the CPU
 // backend's AdamW, threaded). The masters and the gradients' copy, which cross the bus, are in the device
-// backend's pinned memory where it has some (host_arena.h). The update goes unit by unit in the order the
+// backend's pinned memory where it has some (core/arena.h, pin_through). The update goes unit by unit in the order the
 // gradients become final: owning every tensor whole, one unit per block from L-1 down to 0 (that block's
 // slice of each per-block tensor), then the embeddings with the final LayerNorm; over a shard (ZeRO-1),
 // one unit per range. A unit's gradients come over on the device's copy stream (queued by stage_gradients
@@ -39,7 +39,6 @@
 #include "config/config.h"
 #include "core/arena.h"
 #include "layout/parameter_layout.h"
-#include "optim/host_arena.h"
 
 #include <functional>
 #include <memory>
@@ -165,7 +164,7 @@ class AdamW {
     uint64_t landed = 0;
     bool staged = false;
   };
-  std::unique_ptr<HostArena> host_masters_, host_grads_;  // host_masters_ null with masters_in_parameters_
+  std::unique_ptr<Arena> host_masters_, host_grads_;  // host_masters_ null with masters_in_parameters_
   bool masters_in_parameters_ = false;
   std::function<void(int)> masters_updated_;
   std::vector<Unit> units_;

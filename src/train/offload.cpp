@@ -33,22 +33,23 @@ std::unique_ptr<AdamW> make_optimizer(const Config& config, GPT& model, const Da
                  dp.zero_stage() == 1 ? "this rank's shard of them (the gradient buckets gather the others')" : "them",
                  format_bytes(model.master_staging_arena()->layout().total_bytes()));
   }
-  const std::string bytes = fmt::format("{:.1f} MiB", static_cast<double>(optimizer->host_master_bytes() +
-                                                                          optimizer->host_gradient_bytes()) / (1 << 20));
-  // What crosses the bus from AdamW's own buffers: the gradients' host copy, and its masters' copy where it
-  // keeps one (the model's host masters are ordinary memory of the host backend).
-  const std::string what =
-      model.masters_on_host() ? "the gradients' host copy" : "the FP32 masters and the gradients' host copy";
-  if (optimizer->host_memory_pinned())
+  // What crosses the bus: the FP32 masters (the model's, kept on the host, or AdamW's copy of the device's)
+  // and the gradients' host copy.
+  const size_t master_bytes =
+      model.masters_on_host() ? layout.arena_layout().total_bytes() : optimizer->host_master_bytes();
+  const std::string bytes =
+      fmt::format("{:.1f} MiB", static_cast<double>(master_bytes + optimizer->host_gradient_bytes()) / (1 << 20));
+  const char* what = "the FP32 masters and the gradients' host copy";
+  if (optimizer->host_memory_pinned() && (!model.masters_on_host() || model.masters_pinned()))
     spdlog::info("memory.offload: {} ({}) in pinned host memory: the copies run on the {} backend's copy stream "
                  "beside backward and AdamW", what, bytes, backend.name());
   else if (backend.capabilities().device_memory_is_host)
     spdlog::info("memory.offload: {} ({}) in ordinary memory: the {} backend's device memory is the host's, so each "
                  "transfer is a plain copy", what, bytes, backend.name());
   else
-    spdlog::warn("memory.offload: the {} backend could not pin {} of host memory for {}; it is ordinary memory, "
-                 "where each copy holds the host until it is done, so the copies do not overlap backward",
-                 backend.name(), bytes, what);
+    spdlog::warn("memory.offload: the {} backend could not pin all of the {} of host memory for {}; what it could "
+                 "not is ordinary memory, where each copy holds the host until it is done, so those copies do not "
+                 "overlap backward and AdamW", backend.name(), bytes, what);
   return optimizer;
 }
 

@@ -19,7 +19,6 @@
 #include "memory/planner.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
-#include "optim/host_arena.h"
 #include "test_util.h"
 #include "train/offload.h"
 #include "train/step_runner.h"
@@ -270,11 +269,11 @@ TEST(OffloadPipeline, HostSideFailuresSayWhatAndWhere) {
   ArenaLayout plan("offload_masters");
   plan.add("wte", {1024}, DType::F32);
   RefusingHost refusing(*backend);
-  const std::string no_memory = error_message([&] { HostArena arena(plan, *backend, refusing); });
+  const std::string no_memory = error_message([&] { Arena arena(plan, refusing, backend.get()); });
   for (const std::string part : {"memory.offload: optimizer", "offload_masters", "could not allocate", "memory.offload: none"})
     EXPECT_NE(no_memory.find(part), std::string::npos) << part << " not in: " << no_memory;
   {
-    HostArena arena(plan, *backend, *backend);
+    Arena arena(plan, *backend, backend.get());
     EXPECT_FALSE(arena.pinned());
     EXPECT_EQ(arena.tensor(0).numel(), 1024);
   }

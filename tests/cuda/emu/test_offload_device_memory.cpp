@@ -1,7 +1,7 @@
 // Optimizer offload's device memory on the emulated CUDA backend, asked of the emulator's allocation
-// registry (cudaMemGetInfo): under bf16 and fp8 the device holds no FP32 masters (they are host memory of
-// the host backend) and no AdamW moments, only a staging buffer beside the compute copy, and the bytes it
-// gives up are what the ledger plans, to the byte; its first step writes exactly the planned activations.
+// registry (cudaMemGetInfo): under bf16 and fp8 the device holds no FP32 masters (they are pinned host
+// memory) and no AdamW moments, only a staging buffer beside the compute copy, and the bytes it gives up
+// are what the ledger plans, to the byte; its first step writes exactly the planned activations.
 #include "backend/cuda_entry.h"
 #include "config/config_loader.h"
 #include "cuda/emu/emu_test_util.h"
@@ -29,7 +29,9 @@ size_t trainer_device_bytes(const Config& c, bool expect_masters_on_host) {
   Trainer t(c, config_to_yaml(c));
   EXPECT_EQ(t.model().masters_on_host(), expect_masters_on_host);
   if (expect_masters_on_host) {
-    EXPECT_FALSE(emu::is_pinned_host_memory(t.model().parameter_arena().base(), 1));
+    EXPECT_TRUE(t.model().masters_pinned());
+    const Arena& masters = t.model().parameter_arena();
+    EXPECT_TRUE(emu::is_pinned_host_memory(masters.base(), masters.layout().total_bytes()));
     EXPECT_EQ(t.model().parameter_arena().tensor(0).device, Device::CPU);
   }
   return device_bytes_in_use() - before;

@@ -1,11 +1,14 @@
 // Optimizer offload's host memory on the emulated CUDA backend, asked of the emulator's allocation registry:
-//   - the FP32 masters and the gradients' host copy of an offloaded run are pinned host memory;
-//   - where pinning is refused (a host at its page-locked limit) they fall back to ordinary memory, and the
-//     run, whose copies then hold the host until done, equals the pinned run bit for bit.
+//   - an arena pinned through the device is pinned host memory, and ordinary memory where pinning is refused
+//     (a host at its page-locked limit);
+//   - the FP32 masters and the gradients' host copy of an offloaded run are pinned host memory, AdamW's copy
+//     of the masters (fp32) or the model's own masters kept on the host (bf16, one rank);
+//   - where pinning is refused for some or all of them, the run, whose copies from ordinary memory hold the
+//     host until done, equals the pinned run bit for bit.
 #include "backend/cuda_entry.h"
 #include "config/config_loader.h"
+#include "core/arena.h"
 #include "cuda/emu/emu_test_util.h"
-#include "optim/host_arena.h"
 #include "test_util.h"
 #include "train/synthetic_run.h"
 #include "train/trainer.h"
@@ -24,13 +27,13 @@ TEST_F(EmuTest, OffloadedHostStateIsPinnedAndFallsBackToOrdinaryMemoryWhenRefuse
   plan.add("wte", {4096}, DType::F32);
   plan.add("wpe", {100}, DType::BF16);
   {
-    HostArena pinned(plan, *device, *host);
+    Arena pinned(plan, *host, device.get());
     EXPECT_TRUE(pinned.pinned());
     EXPECT_TRUE(emu::is_pinned_host_memory(pinned.base(), plan.total_bytes()));
     EXPECT_EQ(pinned.tensor(1).device, Device::CPU);
   }
   emu::fail_pinned_allocations(1);
-  HostArena ordinary(plan, *device, *host);
+  Arena ordinary(plan, *host, device.get());
   EXPECT_FALSE(ordinary.pinned());
   EXPECT_FALSE(emu::is_pinned_host_memory(ordinary.base(), 1));
   // The refusal is not left behind as the device's error.
@@ -39,22 +42,39 @@ TEST_F(EmuTest, OffloadedHostStateIsPinnedAndFallsBackToOrdinaryMemoryWhenRefuse
 
 TEST_F(EmuTest, AnOffloadedRunWithPinningRefusedEqualsThePinnedRunBitwise) {
   TempDir dir;
-  Config c = gpt::test::offload_run(dir, "cuda", 2, 4, 2);
-  std::vector<std::vector<float>> weights;
-  std::vector<std::map<int64_t, double>> losses;
-  for (const bool pin : {true, false}) {
-    c.log.run_dir = dir.file(pin ? "pinned" : "ordinary");
-    emu::fail_pinned_allocations(pin ? 0 : 2);  // the masters and the gradients' copy
-    Trainer t(c, config_to_yaml(c));
-    emu::fail_pinned_allocations(0);
-    EXPECT_EQ(t.optimizer().host_memory_pinned(), pin);
-    t.run();
-    weights.push_back(t.model().parameters_to_host());
-    losses.push_back(gpt::test::logged_losses(c.log.run_dir));
+  // fp32 keeps the masters on the device and AdamW a host copy of them; bf16 on one rank keeps them only on
+  // the host, in the model's parameter arena, with AdamW's gradient copy beside them. Either way the masters
+  // are the first pinned allocation and the gradients' copy the second, so refusing one pins only the
+  // gradients' copy and refusing two pins nothing.
+  for (const std::string recipe : {"fp32", "bf16"}) {
+    SCOPED_TRACE(recipe);
+    Config c = gpt::test::offload_run(dir, "cuda", 2, 4, 2);
+    c.precision.recipe = recipe;
+    std::vector<std::vector<float>> weights;
+    std::vector<std::map<int64_t, double>> losses;
+    for (const int refused : {0, 1, 2}) {
+      SCOPED_TRACE(refused);
+      c.log.run_dir = dir.file(recipe + "_refused_" + std::to_string(refused));
+      emu::fail_pinned_allocations(refused);
+      Trainer t(c, config_to_yaml(c));
+      emu::fail_pinned_allocations(0);
+      EXPECT_EQ(t.optimizer().host_memory_pinned(), recipe == "bf16" ? refused < 2 : refused == 0);
+      EXPECT_EQ(t.model().masters_on_host(), recipe == "bf16");
+      EXPECT_EQ(t.model().masters_pinned(), recipe == "bf16" && refused == 0);
+      if (recipe == "bf16") {
+        const Arena& masters = t.model().parameter_arena();
+        EXPECT_EQ(emu::is_pinned_host_memory(masters.base(), masters.layout().total_bytes()), refused == 0);
+      }
+      t.run();
+      weights.push_back(t.model().parameters_to_host());
+      losses.push_back(gpt::test::logged_losses(c.log.run_dir));
+    }
+    ASSERT_EQ(losses[0].size(), 2u);
+    for (size_t i = 1; i < losses.size(); ++i) {
+      EXPECT_EQ(losses[i], losses[0]);
+      EXPECT_EQ(weights[i], weights[0]);
+    }
   }
-  ASSERT_EQ(losses[0].size(), 2u);
-  EXPECT_EQ(losses[1], losses[0]);
-  EXPECT_EQ(weights[1], weights[0]);
 }
 
 }  // namespace
