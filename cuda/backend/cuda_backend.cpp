@@ -86,6 +86,8 @@ BackendCapabilities CudaBackend::capabilities() const {
   caps.reserved_device_bytes = reserved_bytes();
   // cuBLASLt's FP8 products: TN only, and no 16-bit x FP8 (cuda/gemm/matmul.cpp).
   caps.stages_fp8_operands = true;
+  // The decoder's one-row products of mixed formats: cuda/gemm/row_product.cu.
+  caps.one_row_products_of_any_formats = true;
   caps.pinned_host_memory = true;
   return caps;
 }

@@ -15,7 +15,10 @@
 //                                    scale_inv folded into alpha on the device (CUBLASLT_POINTER_MODE_DEVICE)
 // The staged copies' places are backend/matmul_staging.h's, the rule the activation plan sized the staging
 // buffer with (fp8.staging), so a product uses exactly the bytes planned for it.
-// Any other combination fails naming it. F64 (the CPU's gradient checks) is refused.
+// A product of at most kRowProductMaxRows rows that cuBLASLt cannot take as given (formats that differ,
+// FP8 off the 16-multiples or without the staging its copies need, an FP8 out, a bias of another format:
+// the KV-cache decoder's one-row products) goes to row_product.cu's kernel instead, which takes any
+// formats. Any other combination fails naming it. F64 (the CPU's gradient checks) is refused.
 // out = alpha op(a) op(b) + beta out + bias is one cuBLASLt call with C = D and the BIAS epilogue where the
 // bias has the epilogue's type (D's type; BF16 for FP8 products with an F32 output, else the output's),
 // so a narrow out is rounded once, after bias and beta, as src/cpu/matmul.cpp does. Otherwise, with an F32
@@ -29,6 +32,7 @@
 #include "backend/matmul_staging.h"
 #include "common/cuda_check.h"
 #include "gemm/operand_kernels.h"
+#include "gemm/row_product.h"
 
 #include <algorithm>
 #include <array>
@@ -248,6 +252,38 @@ MatrixShape as_matrix(const Tensor& t, const char* name) {
 
 const float* scale_inv_of(const Tensor& t) { return t.scaling ? &t.scaling->scale_inv : nullptr; }
 
+bool aligned_16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The epilogue's bias format for a product of these operands (as they reach cuBLASLt) into out.
+DType epilogue_bias_format(DType operands, DType out) {
+  return is_fp8_format(operands) && out == DType::F32 ? DType::BF16 : out;
+}
+
+// Whether Gemm::matmul's cuBLASLt path below runs this product as given, by the rules it checks: the
+// question it answers for the small products that have row_product to go to instead of failing.
+bool cublaslt_takes(const MatmulArgs& args, int64_t m, int64_t n, int64_t k, int compute_capability) {
+  const DType ta = args.a.dtype, tb = args.b.dtype, to = args.out.dtype;
+  const bool fp8_a = is_fp8_format(ta), fp8_b = is_fp8_format(tb);
+  DType operands = ta;
+  if (fp8_a && fp8_b) {
+    if (ta == DType::E5M2 && tb == DType::E5M2) return false;
+    if (to != DType::BF16 && to != DType::F16 && to != DType::F32) return false;
+    if (compute_capability < 89 || m % 16 != 0 || n % 16 != 0 || k % 16 != 0) return false;
+    if (!aligned_16(args.a.data) || !aligned_16(args.b.data) || !aligned_16(args.out.data)) return false;
+    operands = DType::E4M3;
+  } else if (fp8_a || fp8_b) {
+    operands = fp8_a ? tb : ta;
+    if (!is_16bit(operands)) return false;
+  } else if (ta != tb || (ta != DType::F32 && !is_16bit(ta))) {
+    return false;
+  }
+  if (!is_fp8_format(operands) && !(to == operands || (is_16bit(operands) && to == DType::F32))) return false;
+  const size_t staged = matmul_staging({ta, tb, m, n, k, args.trans_a, args.trans_b}).bytes;
+  if (staged > 0 && (args.staging.empty() || args.staging.bytes() < staged || !aligned_16(args.staging.data)))
+    return false;
+  return args.bias.empty() || args.bias.dtype == epilogue_bias_format(operands, to) || to == DType::F32;
+}
+
 }  // namespace
 
 void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
@@ -275,6 +311,10 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
              what(), why);
   };
   if (m == 0 || n == 0) return;
+  if (m <= kRowProductMaxRows && !cublaslt_takes(args, m, n, k, s.compute_capability)) {
+    row_product(args, m, n, k, stream);
+    return;
+  }
 
   MatrixView a{args.a.data, ta, as.rows, as.cols, as.cols}, b{args.b.data, tb, bs.rows, bs.cols, bs.cols};
   const MatrixView out{args.out.data, to, m, n, n};
@@ -347,7 +387,7 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
 
   bool bias_pass = false;
   if (!args.bias.empty()) {
-    const DType epilogue_bias = is_fp8_format(operands) && to == DType::F32 ? DType::BF16 : to;
+    const DType epilogue_bias = epilogue_bias_format(operands, to);
     if (args.bias.dtype == epilogue_bias) {
       p.bias = args.bias.data;
     } else if (to == DType::F32) {

@@ -59,12 +59,13 @@ struct BackendCapabilities {
   // Device bytes the backend holds for itself from its construction on, outside the arenas (a GPU's
   // matrix-product workspace and op scratch): the memory plan adds them to what the arenas take.
   size_t reserved_device_bytes = 0;
-  // Whether a matrix product takes any pair of operand formats (F32 x BF16, E4M3 x E4M3, ...) at any row
-  // count, one row included. The KV-cache decoder multiplies one position's row in the formats the recipe
+  // Whether a matrix product of one row takes any pair of operand formats (F32 x BF16, E4M3 x E4M3, ...)
+  // into any output format. The KV-cache decoder multiplies one position's row in the formats the recipe
   // gives each tensor (F32 probabilities times BF16 values, 1-row FP8 products); a backend whose products
-  // are limited to some pairings and shapes (cuBLASLt's FP8 needs multiples of 16) decodes the narrow
-  // recipes by rerunning the window instead.
-  bool products_of_any_formats = false;
+  // are limited to some pairings and shapes decodes the narrow recipes by rerunning the window instead.
+  // The CPU multiplies any formats at any size; the CUDA backend sends the few-row products cuBLASLt
+  // cannot take to its own kernel (cuda/gemm/row_product.cu).
+  bool one_row_products_of_any_formats = false;
   // Bytes the backend holds for matrix products with narrow (BF16, F16, FP8) operands once a recipe has
   // them, on top of reserved_device_bytes (the CPU's decode workspace): the plan adds them to a run whose
   // compute format is narrow.

@@ -24,7 +24,7 @@ CpuBackend::~CpuBackend() = default;
 
 BackendCapabilities CpuBackend::capabilities() const {
   BackendCapabilities caps;
-  caps.products_of_any_formats = true;
+  caps.one_row_products_of_any_formats = true;
   caps.device_memory_is_host = true;
   caps.narrow_matmul_workspace_bytes = matmul_workspace_.capacity_bytes();
   return caps;

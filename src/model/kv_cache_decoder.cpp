@@ -34,7 +34,7 @@ ArenaLayout decoder_layout(const ModelConfig& m, DType cache) {
 
 bool KvCacheDecoder::supports(GPT& model) {
   return !model.lora().enabled() &&
-         (model.compute_dtype() == DType::F32 || model.backend().capabilities().products_of_any_formats);
+         (model.compute_dtype() == DType::F32 || model.backend().capabilities().one_row_products_of_any_formats);
 }
 
 KvCacheDecoder::KvCacheDecoder(GPT& model)

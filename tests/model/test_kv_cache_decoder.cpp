@@ -188,13 +188,13 @@ class LimitedProductsBackend final : public ForwardingBackend {
   std::string name() const override { return "limited"; }
   BackendCapabilities capabilities() const override {
     BackendCapabilities c = ForwardingBackend::capabilities();
-    c.products_of_any_formats = false;
+    c.one_row_products_of_any_formats = false;
     return c;
   }
 };
 
 // Such a backend decodes FP32 with the cache and refuses it, naming the way out, for a narrow recipe.
-TEST(KvCacheDecoder, NarrowRecipesNeedProductsOfAnyFormats) {
+TEST(KvCacheDecoder, NarrowRecipesNeedOneRowProductsOfAnyFormats) {
   const ModelConfig m = decoder_model();
   LimitedProductsBackend limited(cpu_backend());
   GPT fp32(m, 1, m.context_length, limited);

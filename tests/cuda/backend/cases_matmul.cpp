@@ -83,7 +83,53 @@ std::vector<OpCase> cases() {
   return out;
 }
 
+// Products of a few rows in format pairs cuBLASLt does not take (formats that differ, FP8 at sizes off the
+// 16-multiples, an FP8 out, 16-bit x FP8 without staging): the KV-cache decoder's, which Gemm sends to
+// row_product.cu. Both layouts of b (a weight [N,K] and a cache of values [K,N]), bias on and off.
+std::vector<OpCase> row_product_cases() {
+  const Formats pairs[] = {
+      {DType::F32, DType::BF16, DType::BF16, DType::BF16},  // probabilities x cached values (bf16)
+      {DType::F32, DType::BF16, DType::F32, DType::F32},   {DType::F32, DType::F16, DType::F16, DType::F16},
+      {DType::BF16, DType::F32, DType::F32, DType::BF16},  {DType::F32, DType::E4M3, DType::BF16, DType::BF16},
+      {DType::E4M3, DType::E4M3, DType::BF16, DType::BF16},  // fp8 forward at K = 200, N = 67
+      {DType::E4M3, DType::E4M3, DType::F32, DType::F32},   {DType::E4M3, DType::E4M3, DType::E4M3, DType::BF16},
+      {DType::BF16, DType::E4M3, DType::BF16, DType::BF16}, {DType::F16, DType::E4M3, DType::F16, DType::F16},
+      {DType::E4M3, DType::BF16, DType::F32, DType::F32},   {DType::E5M2, DType::E4M3, DType::BF16, DType::F32},
+      {DType::E5M2, DType::E5M2, DType::F32, DType::F32},
+  };
+  std::vector<OpCase> out;
+  const auto add = [&](const Formats& f, int64_t m, bool trans_a, bool trans_b, bool bias) {
+    constexpr int64_t n = 67, k = 200;
+    const std::string name = fmt::format("matmul/row/{}x{}->{}{}/{}x{}x{}/{}{}", format_tag(f.a), format_tag(f.b),
+                                         format_tag(f.out), bias ? fmt::format("+{}bias", format_tag(f.bias)) : "", m,
+                                         n, k, trans_a ? "T" : "N", trans_b ? "T" : "N");
+    out.push_back({name, [=](OpBench& b) {
+                     MatmulArgs args;
+                     args.trans_a = trans_a;
+                     args.trans_b = trans_b;
+                     args.a = trans_a ? b.input({k, m}, f.a) : b.input({m, k}, f.a);
+                     args.b = trans_b ? b.input({n, k}, f.b) : b.input({k, n}, f.b);
+                     if (is_fp8(f.a)) args.a.scaling = b.fp8_meta(2.0f);
+                     if (is_fp8(f.b)) args.b.scaling = b.fp8_meta(0.25f);
+                     if (bias) args.bias = b.input({n}, f.bias);
+                     args.out = b.output({m, n}, f.out);
+                     // An FP8 out is stored with its scale, and its statistics are compared too.
+                     if (is_fp8(f.out)) args.out.scaling = b.fp8_meta(1.0f);
+                     args.alpha = 0.75f;
+                     b.backend().matmul(args);
+                   }});
+  };
+  for (const Formats& f : pairs)
+    for (bool trans_b : {false, true})
+      for (bool bias : {false, true}) add(f, 1, false, trans_b, bias);
+  // A few rows, a stored transposed: the kernel's row and column indexing beyond one row.
+  add({DType::F32, DType::BF16, DType::BF16, DType::BF16}, 3, true, true, true);
+  add({DType::E4M3, DType::E4M3, DType::BF16, DType::BF16}, 5, true, false, false);
+  return out;
+}
+
 const OpCases registered(cases());
+const OpCases registered_row_products(row_product_cases());
 
 }  // namespace
 }  // namespace gpt::test

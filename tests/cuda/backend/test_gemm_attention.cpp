@@ -7,6 +7,7 @@
 #include "backend/cuda_entry.h"
 #include "backend/matmul_staging.h"
 #include "gemm/matmul.h"
+#include "gemm/row_product.h"
 
 #include <gtest/gtest.h>
 
@@ -84,10 +85,12 @@ TEST(CudaGemm, AnFp8ProductWithADimensionNotAMultipleOf16FailsNamingIt) {
   }
 }
 
+// Above kRowProductMaxRows rows a pair cuBLASLt cannot take has no kernel to go to.
 TEST(CudaGemm, AnUnsupportedFormatCombinationFailsNamingIt) {
   GPT_NEED_CUDA();
   OpBench b(*cuda, 2);
-  MatmulArgs args{b.output({4, 8}, DType::F32), b.input({4, 16}, DType::F32), b.input({16, 8}, DType::BF16)};
+  static_assert(cuda::kRowProductMaxRows < 32);
+  MatmulArgs args{b.output({32, 8}, DType::F32), b.input({32, 16}, DType::F32), b.input({16, 8}, DType::BF16)};
   try {
     cuda->matmul(args);
     FAIL() << "an F32 x BF16 product was accepted";
@@ -138,7 +141,8 @@ TEST(CudaGemm, F32ProductsUseTf32OnlyWhenAllowed) {
 
 // The copies a product stages (here a BF16 x E4M3 product's widened operand, 512 bytes) go to the staging
 // the caller passes, sized by backend/matmul_staging.h: one byte short fails saying how much it needed and
-// how much there was; the exact size runs.
+// how much there was; the exact size runs. 32 rows: a smaller product without its staging would go to the
+// row product instead.
 TEST(CudaGemm, AProductGivenLessStagingThanItNeedsFailsSayingSo) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device (" << cuda::describe() << ")";
   void* memory = nullptr;
@@ -146,9 +150,9 @@ TEST(CudaGemm, AProductGivenLessStagingThanItNeedsFailsSayingSo) {
   ASSERT_EQ(cudaMemset(memory, 0, 4 * 1024), cudaSuccess);
   char* base = static_cast<char*>(memory);
   cuda::Gemm gemm(90);
-  MatmulArgs args{Tensor(base, {16, 16}, DType::BF16), Tensor(base + 1024, {16, 16}, DType::BF16),
+  MatmulArgs args{Tensor(base, {32, 16}, DType::BF16), Tensor(base + 1024, {32, 16}, DType::BF16),
                   Tensor(base + 2048, {16, 16}, DType::E4M3)};
-  EXPECT_EQ(matmul_staging({DType::BF16, DType::E4M3, 16, 16, 16, false, false}).bytes, 512u);
+  EXPECT_EQ(matmul_staging({DType::BF16, DType::E4M3, 32, 16, 16, false, false}).bytes, 512u);
   for (const int64_t bytes : {0, 511}) {
     args.staging = bytes == 0 ? Tensor() : Tensor(base + 3072, {bytes}, DType::U8);
     try {
