@@ -27,15 +27,15 @@ struct ModelConfig {
 
   template <class V>
   void visit(V& v) {
-    v.field("vocab_size", vocab_size, "Real vocabulary size: 256 for the byte tokenizer, 50257 for GPT-2.");
-    v.field("vocab_pad_multiple", vocab_pad_multiple, "The embedding/LM-head rows are padded up to a multiple of this (64 or 128 keep matrix products aligned).");
-    v.field("context_length", context_length, "Longest sequence the model supports (rows of the position embedding).");
-    v.field("n_layer", n_layer, "Number of transformer blocks.");
-    v.field("n_head", n_head, "Attention heads per block; must divide n_embd.");
-    v.field("n_embd", n_embd, "Channels of the residual stream.");
+    v.field("vocab_size", vocab_size, "Real vocabulary size: 256 for the byte tokenizer, 50257 for GPT-2. Unwritten, with init_from set: the checkpoint's.");
+    v.field("vocab_pad_multiple", vocab_pad_multiple, "The embedding/LM-head rows are padded up to a multiple of this (64 or 128 keep matrix products aligned). Unwritten, with an llm.c init_from: the smallest that gives its padded rows (64 where it does).");
+    v.field("context_length", context_length, "Longest sequence the model supports (rows of the position embedding). Unwritten, with init_from set: the checkpoint's.");
+    v.field("n_layer", n_layer, "Number of transformer blocks. Unwritten, with init_from set: the checkpoint's.");
+    v.field("n_head", n_head, "Attention heads per block; must divide n_embd. Unwritten, with init_from set: the checkpoint's (a .safetensors file without config.json beside it cannot give it: write it).");
+    v.field("n_embd", n_embd, "Channels of the residual stream. Unwritten, with init_from set: the checkpoint's.");
     v.field("dropout", dropout, "Dropout probability on embeddings, attention probabilities and residual branches (0 disables).");
     v.field("init_std", init_std, "Standard deviation of the GPT-2 initialisation; residual projections use init_std / sqrt(2 n_layer).");
-    v.field("init_from", init_from, "Optional checkpoint to initialise the weights from; its shape must match: an llm.c model file (.bin, version 3 fp32), or a Hugging Face GPT-2 checkpoint (a directory with model.safetensors and config.json, or a .safetensors file; F32, F16 or BF16).");
+    v.field("init_from", init_from, "Optional checkpoint to initialise the weights from: an llm.c model file (.bin, version 3 fp32), or a Hugging Face GPT-2 checkpoint (a directory with model.safetensors and config.json, or a .safetensors file; F32, F16 or BF16). It gives the model its shape: each shape key not written is read from its headers, and a written one must agree.");
   }
 };
 
