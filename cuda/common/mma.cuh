@@ -2,6 +2,7 @@
 // emulator's warp collectives (emu/tensor_core.h) in the emulator build, with the same fragments.
 //
 //   cp_async_16(dst, src, n)   cp.async.cg.shared.global, 16 bytes: n (0..16) copied, the rest zeroed
+//   cp_async_4(dst, src, n)    cp.async.ca.shared.global, 4 bytes: n (0 or 4) copied, the rest zeroed
 //   cp_async_commit()          cp.async.commit_group
 //   cp_async_wait<N>()         cp.async.wait_group N: all but the newest N committed groups are done
 //   ldmatrix<count, trans>     ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
@@ -33,6 +34,15 @@ __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src
 #elif defined(__CUDA_ARCH__)
   const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_bytes));
+#endif
+}
+
+__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, int src_bytes = 4) {
+#if defined(GPT_CUDA_EMU)
+  emu::detail::cp_async(smem_dst, gmem_src, 4, static_cast<size_t>(src_bytes));
+#elif defined(__CUDA_ARCH__)
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_bytes));
 #endif
 }
 

@@ -22,7 +22,9 @@
 // shared memory filled by cp.async (16-byte chunks; rows past T arrive as zeros). A block is 4 warps,
 // each owning 16 rows of the block's 64 (queries in the forward and the dq pass, keys in the dk/dv
 // pass). The forward walks key tiles of 64 with the V tile loading while S and the softmax are computed
-// and the next K tile while P v is, as FlashAttention-2 does; the backward passes load between tiles.
+// and the next K tile while P v is, as FlashAttention-2 does. The backward passes keep two stages of the
+// tiles they walk (K and V in the dq pass; q, dout, lse and D in the dk/dv pass): tile j+1 loads into one
+// while tile j is computed from the other, with one barrier a tile.
 // P and dS enter their products rounded to the compute format (the accumulators, the softmax statistics
 // and D stay FP32), as FlashAttention does. The C fragment of S is the A fragment of P (PTX ISA's layouts:
 // thread (g, t) holds rows g and g+8, columns 2t and 2t+1 of each 8-column tile), so P never leaves the
@@ -66,9 +68,15 @@ struct Tiles {
   static constexpr int kInner = kHead == 64 ? 64 : 32;  // the backward's tiles of the other side
   static constexpr size_t tile_bytes(int rows) { return static_cast<size_t>(rows) * kStride * 2; }
   static constexpr size_t forward_bytes() { return 3 * tile_bytes(kBlockRows); }
-  static constexpr size_t dq_bytes() { return 2 * tile_bytes(kBlockRows) + 2 * tile_bytes(kInner); }
-  static constexpr size_t dkv_bytes() { return 2 * tile_bytes(kBlockRows) + 2 * tile_bytes(kInner) + 2 * kInner * 4; }
+  // The backward's two stages of inner tiles: the dq pass's K and V, the dk/dv pass's q, dout, lse and D.
+  static constexpr size_t dq_stage_bytes() { return 2 * tile_bytes(kInner); }
+  static constexpr size_t dkv_stage_bytes() { return 2 * tile_bytes(kInner) + 2 * kInner * 4; }
+  static constexpr size_t dq_bytes() { return 2 * tile_bytes(kBlockRows) + 2 * dq_stage_bytes(); }
+  static constexpr size_t dkv_bytes() { return 2 * tile_bytes(kBlockRows) + 2 * dkv_stage_bytes(); }
 };
+static_assert(Tiles<64>::tile_bytes(1) % 16 == 0 && Tiles<64>::dkv_stage_bytes() % 16 == 0 &&
+                  Tiles<128>::tile_bytes(1) % 16 == 0 && Tiles<128>::dkv_stage_bytes() % 16 == 0,
+              "ldmatrix and cp.async take 16-byte aligned rows in every stage");
 
 // Rows [row0, row0 + rows) of one head's [T, kHead] slice (element stride ld between rows) into a shared
 // tile; rows at or past T are zero-filled (cp.async with 0 source bytes, from a row that exists).
@@ -273,9 +281,10 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashParams p) 
 // where the key follows the query (and, in the dq pass, where the key is past T); f = M/(1-p), the dropout
 // factor of its (query, key), 1 without dropout; Pd = P f and dS = P (dPd f - D). kKeyRows: the tile's rows
 // are keys and its columns queries (the dk/dv pass, S^T and dPd^T), each query's lse2 and D from the
-// column arrays; s then holds Pd and dp dS. Else the rows are queries (the dq pass), with their lse2 and D
-// in row_lse2_r and row_delta_r; it needs dS only, which s holds. The dq pass never stores query rows past
-// T; the dk/dv pass gives query columns past T lse2 = +inf (P = 0) and never stores key rows past T.
+// column arrays (col_lse the natural log-sum-exp as stored, lse2 = col_lse log2(e)); s then holds Pd and dp
+// dS. Else the rows are queries (the dq pass), with their lse2 and D in row_lse2_r and row_delta_r; it needs
+// dS only, which s holds. Both give P = 0 where the key follows the query or the column is past T (there
+// the dk/dv pass's stage holds zeros), and neither stores rows past T.
 // Rows and their statistics come as values, not references to the kernels' arrays, and the dq pass keeps
 // dS in s: the dq kernel sits at ptxas's 168-register mark, and either change spilled it on sm_80.
 template <bool kKeyRows, int kN>
@@ -283,7 +292,7 @@ __device__ __forceinline__ void recompute_probabilities(float (&s)[kN][4], float
                                                         const FlashDropout& dropout, int64_t T, int64_t bh,
                                                         int64_t row0, int64_t row1, int64_t col0, int tq, bool edge,
                                                         float row_lse2_0, float row_lse2_1, float row_delta_0,
-                                                        float row_delta_1, const float* col_lse2,
+                                                        float row_delta_1, const float* col_lse,
                                                         const float* col_delta) {
   GPT_UNROLL
   for (int n = 0; n < kN; ++n)
@@ -298,11 +307,11 @@ __device__ __forceinline__ void recompute_probabilities(float (&s)[kN][4], float
       for (int e = 0; e < 2; ++e) {
         const int c = n * 8 + 2 * tq + e;
         const int64_t col = col0 + c;
-        const float lse2 = kKeyRows ? col_lse2[c] : (r == 0 ? row_lse2_0 : row_lse2_1);
+        const float lse2 = kKeyRows ? __fmul_rn(col_lse[c], kLog2e) : (r == 0 ? row_lse2_0 : row_lse2_1);
         const float delta = kKeyRows ? col_delta[c] : (r == 0 ? row_delta_0 : row_delta_1);
         float prob = exp2f(s[n][2 * r + e] * scale_log2 - lse2);
         if constexpr (kKeyRows) {
-          if (edge && col < row) prob = 0.0f;
+          if (edge && (col < row || col >= T)) prob = 0.0f;
           f[e] = dropout.active ? dropout.factor(attention_mask_element(bh, T, col, row)) : 1.0f;
           s[n][2 * r + e] = prob * f[e];
           dp[n][2 * r + e] = prob * (dp[n][2 * r + e] * f[e] - delta);
@@ -321,8 +330,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
   constexpr int kS = Tl::kStride, kInner = Tl::kInner, kN = kInner / 8;
   uint16_t* sq = dynamic_shared_memory<uint16_t>();
   uint16_t* sdo = sq + kBlockRows * kS;
-  uint16_t* sk = sdo + kBlockRows * kS;
-  uint16_t* sv = sk + kInner * kS;
+  uint16_t* stages = sdo + kBlockRows * kS;  // stage i: K tile, then V tile
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tq = lane & 3;
   const int64_t T = p.T, C = p.C, ld = 3 * C;
   const int64_t qb = gridDim.x - 1 - blockIdx.x;
@@ -340,18 +348,25 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
     delta[r] = row[r] < T ? p.delta[bh * T + row[r]] : 0.0f;
   }
 
+  auto load_stage = [&](int64_t j) {
+    uint16_t* stage = stages + (j & 1) * 2 * kInner * kS;
+    load_tile<kHead, kInner>(stage, k_head, ld, j * kInner, T);
+    load_tile<kHead, kInner>(stage + kInner * kS, v_head, ld, j * kInner, T);
+    cp_async_commit();
+  };
   load_tile<kHead, kBlockRows>(sq, q_head, ld, q0, T);
   load_tile<kHead, kBlockRows>(sdo, do_head, C, q0, T);
-  load_tile<kHead, kInner>(sk, k_head, ld, 0, T);
-  load_tile<kHead, kInner>(sv, v_head, ld, 0, T);
-  cp_async_commit();
+  load_stage(0);
   float dq[Tl::kHeadTiles][4] = {};
   const int64_t last = q0 + kBlockRows < T ? q0 + kBlockRows : T;  // one past the block's last row
   const int64_t tiles = (last + kInner - 1) / kInner;
   for (int64_t j = 0; j < tiles; ++j) {
     const int64_t key0 = j * kInner;
     cp_async_wait<0>();
-    __syncthreads();
+    __syncthreads();  // tile j is in; every warp is done with tile j-1, whose stage tile j+1 now fills
+    if (j + 1 < tiles) load_stage(j + 1);
+    const uint16_t* sk = stages + (j & 1) * 2 * kInner * kS;
+    const uint16_t* sv = sk + kInner * kS;
     float s[kN][4] = {}, dp[kN][4] = {};
     product_over_head<kHead, kIn>(s, sq, warp * 16, sk, lane);
     product_over_head<kHead, kIn>(dp, sdo, warp * 16, sv, lane);
@@ -359,12 +374,6 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
     recompute_probabilities<false>(s, dp, p.scale_log2, p.dropout, T, bh, row[0], row[1], key0, tq, edge, lse2[0],
                                    lse2[1], delta[0], delta[1], nullptr, nullptr);
     product_into_head<kHead, kIn>(dq, s, sk, lane);
-    __syncthreads();  // every warp is done with K_j and V_j
-    if (j + 1 < tiles) {
-      load_tile<kHead, kInner>(sk, k_head, ld, key0 + kInner, T);
-      load_tile<kHead, kInner>(sv, v_head, ld, key0 + kInner, T);
-      cp_async_commit();
-    }
   }
   auto* dqkv = static_cast<uint16_t*>(p.dqkv);
   GPT_UNROLL
@@ -385,10 +394,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
   constexpr int kS = Tl::kStride, kInner = Tl::kInner, kN = kInner / 8;
   uint16_t* sk = dynamic_shared_memory<uint16_t>();
   uint16_t* sv = sk + kBlockRows * kS;
-  uint16_t* sq = sv + kBlockRows * kS;
-  uint16_t* sdo = sq + kInner * kS;
-  float* slse2 = reinterpret_cast<float*>(sdo + kInner * kS);
-  float* sdelta = slse2 + kInner;
+  auto* stages = reinterpret_cast<char*>(sv + kBlockRows * kS);  // stage i: q tile, dout tile, lse, D
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tq = lane & 3;
   const int64_t T = p.T, C = p.C, ld = 3 * C;
   const int64_t kb = blockIdx.x;  // key block 0 has the most query rows: it starts first
@@ -400,37 +406,44 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
   const int64_t k0 = kb * kBlockRows;
   const int64_t key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
 
+  const int64_t first = k0 / kInner, tiles = (T + kInner - 1) / kInner;
+  // Query rows past T arrive as zeros (lse and D too); recompute_probabilities gives them P = 0.
+  auto load_stage = [&](int64_t i) {
+    char* stage = stages + ((i - first) & 1) * Tl::dkv_stage_bytes();
+    auto* q_tile = reinterpret_cast<uint16_t*>(stage);
+    load_tile<kHead, kInner>(q_tile, q_head, ld, i * kInner, T);
+    load_tile<kHead, kInner>(q_tile + kInner * kS, do_head, C, i * kInner, T);
+    auto* stats = reinterpret_cast<float*>(q_tile + 2 * kInner * kS);
+    for (int c = threadIdx.x; c < kInner; c += kThreads) {
+      const int64_t q = i * kInner + c;
+      const bool live = q < T;
+      const int64_t at = bh * T + (live ? q : T - 1);
+      cp_async_4(stats + c, p.lse + at, live ? 4 : 0);
+      cp_async_4(stats + kInner + c, p.delta + at, live ? 4 : 0);
+    }
+    cp_async_commit();
+  };
   load_tile<kHead, kBlockRows>(sk, k_head, ld, k0, T);
   load_tile<kHead, kBlockRows>(sv, v_head, ld, k0, T);
-  const int64_t first = k0 / kInner, tiles = (T + kInner - 1) / kInner;
-  load_tile<kHead, kInner>(sq, q_head, ld, first * kInner, T);
-  load_tile<kHead, kInner>(sdo, do_head, C, first * kInner, T);
-  cp_async_commit();
+  load_stage(first);
   float dk[Tl::kHeadTiles][4] = {}, dv[Tl::kHeadTiles][4] = {};
   for (int64_t i = first; i < tiles; ++i) {
     const int64_t qt0 = i * kInner;
-    // Rows past T get lse = +inf, so their probabilities are 0 and add nothing to dk and dv.
-    for (int c = threadIdx.x; c < kInner; c += kThreads) {
-      const int64_t q = qt0 + c;
-      slse2[c] = q < T ? p.lse[bh * T + q] * kLog2e : INFINITY;
-      sdelta[c] = q < T ? p.delta[bh * T + q] : 0.0f;
-    }
     cp_async_wait<0>();
-    __syncthreads();
+    __syncthreads();  // tile i is in; every warp is done with tile i-1, whose stage tile i+1 now fills
+    if (i + 1 < tiles) load_stage(i + 1);
+    const auto* sq = reinterpret_cast<const uint16_t*>(stages + ((i - first) & 1) * Tl::dkv_stage_bytes());
+    const uint16_t* sdo = sq + kInner * kS;
+    const auto* slse = reinterpret_cast<const float*>(sdo + kInner * kS);
     float s[kN][4] = {}, dp[kN][4] = {};
     product_over_head<kHead, kIn>(s, sk, warp * 16, sq, lane);
     product_over_head<kHead, kIn>(dp, sv, warp * 16, sdo, lane);
-    const bool edge = qt0 < k0 + kBlockRows - 1;  // some query of the tile precedes some key of the block
+    // Some query of the tile precedes some key of the block, or the tile runs past T.
+    const bool edge = qt0 < k0 + kBlockRows - 1 || qt0 + kInner > T;
     recompute_probabilities<true>(s, dp, p.scale_log2, p.dropout, T, bh, key[0], key[1], qt0, tq, edge, 0.0f, 0.0f,
-                                  0.0f, 0.0f, slse2, sdelta);
+                                  0.0f, 0.0f, slse, slse + kInner);
     product_into_head<kHead, kIn>(dv, s, sdo, lane);
     product_into_head<kHead, kIn>(dk, dp, sq, lane);
-    __syncthreads();  // every warp is done with this tile of q, dout, lse and delta
-    if (i + 1 < tiles) {
-      load_tile<kHead, kInner>(sq, q_head, ld, qt0 + kInner, T);
-      load_tile<kHead, kInner>(sdo, do_head, C, qt0 + kInner, T);
-      cp_async_commit();
-    }
   }
   auto* dqkv = static_cast<uint16_t*>(p.dqkv);
   GPT_UNROLL
