@@ -1,0 +1,140 @@
+// The KV-cache decoder on the CUDA backend (on the emulator in CI), under every recipe: its one-row products
+// of mixed formats run on cuda/gemm/row_product.cu where cuBLASLt refuses them, so this is where that
+// kernel meets the model. For each recipe, from the same random weights on both backends:
+//   - every position's cached logits on CUDA against CUDA's own full forward, within the CPU decoder test's
+//     per-recipe bounds (tests/model/test_kv_cache_decoder.cpp says where each comes from);
+//   - greedy decoding with the cache equal, token for token, to the uncached sampler on CUDA;
+//   - CUDA's cached logits against the CPU decoder's, position by position: FP32 within 1e-5 (1 + |logit|)
+//     and greedy tokens equal; the narrow recipes within the bound of their own format below, since the two
+//     backends sum their products in different orders and a narrow value can round either way.
+// The worst differences are printed for the closing notes.
+#include "backend/cuda_entry.h"
+#include "model/kv_cache_decoder.h"
+#include "train/sampler.h"
+
+#include "cpu/gradcheck.h"
+#include "cuda/model/skip_without_cuda.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+namespace gpt::test {
+namespace {
+
+Backend* cuda_backend() {
+  static std::unique_ptr<Backend> cuda = cuda::device_count() > 0 ? cuda::make_backend() : nullptr;
+  return cuda.get();
+}
+
+PrecisionRecipe recipe_of(RecipeKind kind, Fp8ScalingMode scaling = Fp8ScalingMode::Delayed) {
+  PrecisionRecipe r;
+  r.recipe = kind;
+  r.fp8.scaling.mode = scaling;
+  return r;
+}
+
+struct RecipeCase {
+  const char* name;
+  PrecisionRecipe recipe;
+  double against_full;  // |cached - full| / (1 + |full|) on CUDA, the CPU decoder test's bound
+  double against_cpu;   // |cuda - cpu| / (1 + |cpu|), the cached logits of the two backends
+};
+
+// The smallest shapes cuBLASLt's FP8 products take in the full forward (C 32, B*T 16: multiples of 16),
+// an odd vocabulary (23 padded to 24) and two blocks.
+ModelConfig decoder_model() { return tiny_model(23, 2, 32, 2, 16); }
+
+// The CPU's weights with noise on every parameter (gains and biases too), copied to the model.
+void load_random_weights(GPT& model, uint32_t seed) {
+  GPT reference(model.config(), 1, model.config().context_length, cpu_backend());
+  reference.init_weights(seed);
+  std::vector<float> params = reference.parameters_to_host();
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> noise(0.0f, 0.1f);
+  for (float& p : params) p += noise(rng);
+  model.parameters_from_host(params);
+}
+
+std::vector<int32_t> random_window(const ModelConfig& m, uint32_t seed) {
+  std::vector<int32_t> tokens(static_cast<size_t>(m.context_length));
+  std::mt19937 rng(seed);
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.vocab_size));
+  return tokens;
+}
+
+std::vector<std::vector<float>> full_forward_logits(GPT& model, const std::vector<int32_t>& tokens) {
+  StepContext ctx;
+  ctx.training = false;
+  const int T = static_cast<int>(tokens.size());
+  model.forward(tokens, {}, 1, T, ctx);
+  std::vector<std::vector<float>> full;
+  for (int t = 0; t < T; ++t) full.push_back(model.logits_at(0, t));
+  return full;
+}
+
+std::vector<std::vector<float>> cached_logits(GPT& model, const std::vector<int32_t>& tokens) {
+  KvCacheDecoder decoder(model);
+  std::vector<std::vector<float>> out;
+  for (const int32_t token : tokens) {
+    const std::span<const float> logits = decoder.append(token);
+    out.emplace_back(logits.begin(), logits.end());
+  }
+  return out;
+}
+
+// The largest |a - b| / (1 + |b|) over every position and token; a NaN or infinity in a fails the test.
+double worst_relative(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double worst = 0.0;
+  for (size_t t = 0; t < b.size(); ++t)
+    for (size_t v = 0; v < b[t].size(); ++v) {
+      EXPECT_TRUE(std::isfinite(a[t][v])) << "position " << t << " token " << v;
+      worst = std::max(worst, std::abs(static_cast<double>(a[t][v]) - b[t][v]) / (1.0 + std::abs(b[t][v])));
+    }
+  return worst;
+}
+
+TEST(CudaKvCache, EveryRecipeDecodesOnCudaAsTheFullForwardAndTheCpuDo) {
+  SKIP_WITHOUT_CUDA();
+  const ModelConfig m = decoder_model();
+  const std::vector<int32_t> tokens = random_window(m, 9);
+  const std::vector<int> prompt{3, 1, 4};
+  const SampleOptions greedy{9, 1.0, 1, 1.0};
+  for (const RecipeCase& c : {RecipeCase{"fp32", PrecisionRecipe{}, 2e-5, 1e-5},
+                              RecipeCase{"bf16", recipe_of(RecipeKind::Bf16), 4e-2, 4e-2},
+                              RecipeCase{"fp16", recipe_of(RecipeKind::Fp16), 5e-3, 5e-3},
+                              RecipeCase{"fp8 delayed", recipe_of(RecipeKind::Fp8), 1e-1, 1e-1},
+                              RecipeCase{"fp8 current", recipe_of(RecipeKind::Fp8, Fp8ScalingMode::Current), 2e-1,
+                                         2e-1}}) {
+    SCOPED_TRACE(c.name);
+    GPT gpu(m, 1, m.context_length, *cuda_backend(), DType::F32, {}, c.recipe);
+    GPT cpu(m, 1, m.context_length, cpu_backend(), DType::F32, {}, c.recipe);
+    load_random_weights(gpu, 8);
+    load_random_weights(cpu, 8);
+    ASSERT_TRUE(KvCacheDecoder::supports(gpu));
+
+    const std::vector<std::vector<float>> full = full_forward_logits(gpu, tokens);
+    const std::vector<std::vector<float>> cached = cached_logits(gpu, tokens);
+    const double against_full = worst_relative(cached, full);
+    EXPECT_LE(against_full, c.against_full);
+    const double against_cpu = worst_relative(cached, cached_logits(cpu, tokens));
+    EXPECT_LE(against_cpu, c.against_cpu);
+    std::printf("%s: cached against CUDA's full forward %.3g (bound %.3g), against the CPU's cache %.3g (bound %.3g)\n",
+                c.name, against_full, c.against_full, against_cpu, c.against_cpu);
+
+    HostRng a(11, 0), b(11, 0);
+    const std::vector<int> drawn = generate_cached(gpu, prompt, greedy, a);
+    EXPECT_EQ(drawn, generate(gpu, prompt, greedy, b));
+    if (c.recipe.recipe == RecipeKind::Fp32) {
+      HostRng on_cpu(11, 0);
+      EXPECT_EQ(drawn, generate_cached(cpu, prompt, greedy, on_cpu));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpt::test
