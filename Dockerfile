@@ -13,7 +13,8 @@ FROM ${CUDA_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive
 WORKDIR /gpt-train
 COPY . .
-RUN scripts/install_deps.sh && scripts/build.sh -DGPT_CUDA=ON
+# GPT_CCACHE=OFF: a one-off build, whose compiler cache would only stay in the image's layer.
+RUN scripts/install_deps.sh && scripts/build.sh -DGPT_CUDA=ON -DGPT_CCACHE=OFF
 # mpirun inside the container runs as root; Open MPI refuses that unless asked twice.
 ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ENTRYPOINT ["/gpt-train/build/gpt-train"]
