@@ -5,10 +5,10 @@
 
 #include <cmath>
 #include <cstdio>
-#include <random>
 
 #include "backend/forwarding_backend.h"
 #include "cpu/gradcheck.h"
+#include "model/kv_cache_test_util.h"
 #include "test_util.h"
 #include "train/sampler.h"
 
@@ -17,36 +17,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Random weights everywhere (biases and gains too), so every parameter reaches the logits.
-void randomise(GPT& model, uint32_t seed) {
-  model.init_weights(seed);
-  std::vector<float> params = model.parameters_to_host();
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> noise(0.0f, 0.1f);
-  for (float& p : params) p += noise(rng);
-  model.parameters_from_host(params);
-}
-
 ModelConfig decoder_model() { return tiny_model(37, 2, 24, 3, 12); }
-
-// A context's worth of tokens drawn from seed.
-std::vector<int32_t> random_window(const ModelConfig& m, uint32_t seed) {
-  std::vector<int32_t> tokens(m.context_length);
-  std::mt19937 rng(seed);
-  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % m.vocab_size);
-  return tokens;
-}
-
-// The full (uncached) forward's logits at every position of the window.
-std::vector<std::vector<float>> full_forward_logits(GPT& model, const std::vector<int32_t>& tokens) {
-  StepContext ctx;
-  ctx.training = false;
-  const int T = static_cast<int>(tokens.size());
-  model.forward(tokens, {}, 1, T, ctx);
-  std::vector<std::vector<float>> full;
-  for (int t = 0; t < T; ++t) full.push_back(model.logits_at(0, t));
-  return full;
-}
 
 // Every position's logits against the full forward over the same tokens: not bitwise (a 1-row product and
 // a per-head softmax instead of the batched attention sum in other orders), within 2e-5 (1 + |logit|).
@@ -122,13 +93,6 @@ TEST(KvCacheDecoder, SlidesPastTheContextByRefillingTheNewestHalf) {
     }
   }
   EXPECT_GE(refills, 4);
-}
-
-PrecisionRecipe recipe_of(RecipeKind kind, Fp8ScalingMode scaling = Fp8ScalingMode::Delayed) {
-  PrecisionRecipe r;
-  r.recipe = kind;
-  r.fp8.scaling.mode = scaling;
-  return r;
 }
 
 struct NarrowCase {

@@ -14,6 +14,7 @@
 
 #include "cpu/gradcheck.h"
 #include "cuda/model/skip_without_cuda.h"
+#include "model/kv_cache_test_util.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -21,7 +22,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 
 namespace gpt::test {
 namespace {
@@ -29,13 +29,6 @@ namespace {
 Backend* cuda_backend() {
   static std::unique_ptr<Backend> cuda = cuda::device_count() > 0 ? cuda::make_backend() : nullptr;
   return cuda.get();
-}
-
-PrecisionRecipe recipe_of(RecipeKind kind, Fp8ScalingMode scaling = Fp8ScalingMode::Delayed) {
-  PrecisionRecipe r;
-  r.recipe = kind;
-  r.fp8.scaling.mode = scaling;
-  return r;
 }
 
 struct RecipeCase {
@@ -48,34 +41,6 @@ struct RecipeCase {
 // The smallest shapes cuBLASLt's FP8 products take in the full forward (C 32, B*T 16: multiples of 16),
 // an odd vocabulary (23 padded to 24) and two blocks.
 ModelConfig decoder_model() { return tiny_model(23, 2, 32, 2, 16); }
-
-// The CPU's weights with noise on every parameter (gains and biases too), copied to the model.
-void load_random_weights(GPT& model, uint32_t seed) {
-  GPT reference(model.config(), 1, model.config().context_length, cpu_backend());
-  reference.init_weights(seed);
-  std::vector<float> params = reference.parameters_to_host();
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> noise(0.0f, 0.1f);
-  for (float& p : params) p += noise(rng);
-  model.parameters_from_host(params);
-}
-
-std::vector<int32_t> random_window(const ModelConfig& m, uint32_t seed) {
-  std::vector<int32_t> tokens(static_cast<size_t>(m.context_length));
-  std::mt19937 rng(seed);
-  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.vocab_size));
-  return tokens;
-}
-
-std::vector<std::vector<float>> full_forward_logits(GPT& model, const std::vector<int32_t>& tokens) {
-  StepContext ctx;
-  ctx.training = false;
-  const int T = static_cast<int>(tokens.size());
-  model.forward(tokens, {}, 1, T, ctx);
-  std::vector<std::vector<float>> full;
-  for (int t = 0; t < T; ++t) full.push_back(model.logits_at(0, t));
-  return full;
-}
 
 std::vector<std::vector<float>> cached_logits(GPT& model, const std::vector<int32_t>& tokens) {
   KvCacheDecoder decoder(model);
@@ -113,8 +78,8 @@ TEST(CudaKvCache, EveryRecipeDecodesOnCudaAsTheFullForwardAndTheCpuDo) {
     SCOPED_TRACE(c.name);
     GPT gpu(m, 1, m.context_length, *cuda_backend(), DType::F32, {}, c.recipe);
     GPT cpu(m, 1, m.context_length, cpu_backend(), DType::F32, {}, c.recipe);
-    load_random_weights(gpu, 8);
-    load_random_weights(cpu, 8);
+    randomise(gpu, 8);
+    randomise(cpu, 8);
     ASSERT_TRUE(KvCacheDecoder::supports(gpu));
 
     const std::vector<std::vector<float>> full = full_forward_logits(gpu, tokens);
