@@ -1,8 +1,8 @@
 // Our wrappers of the sm_80+ tensor-core and async-copy instructions: inline PTX in a GPU build, the
 // emulator's warp collectives (emu/tensor_core.h) in the emulator build, with the same fragments.
 //
-//   cp_async_16(dst, src, n)   cp.async.cg.shared.global, 16 bytes: n (0..16) copied, the rest zeroed
-//   cp_async_4(dst, src, n)    cp.async.ca.shared.global, 4 bytes: n (0 or 4) copied, the rest zeroed
+//   cp_async<B>(dst, src, n)   cp.async.{cg,ca}.shared.global, B = 16, 8 or 4 bytes: n (0..B) copied, the
+//                              rest zeroed (16 bytes bypass L1 with .cg; smaller copies take .ca only)
 //   cp_async_commit()          cp.async.commit_group
 //   cp_async_wait<N>()         cp.async.wait_group N: all but the newest N committed groups are done
 //   ldmatrix<count, trans>     ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
@@ -28,21 +28,18 @@ namespace gpt::cuda {
 
 enum class MmaInput { kBf16, kF16 };
 
-__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, int src_bytes = 16) {
+template <int kBytes>
+__device__ __forceinline__ void cp_async(void* smem_dst, const void* gmem_src, int src_bytes = kBytes) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
 #if defined(GPT_CUDA_EMU)
-  emu::detail::cp_async(smem_dst, gmem_src, 16, static_cast<size_t>(src_bytes));
+  emu::detail::cp_async(smem_dst, gmem_src, kBytes, static_cast<size_t>(src_bytes));
 #elif defined(__CUDA_ARCH__)
   const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_bytes));
-#endif
-}
-
-__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, int src_bytes = 4) {
-#if defined(GPT_CUDA_EMU)
-  emu::detail::cp_async(smem_dst, gmem_src, 4, static_cast<size_t>(src_bytes));
-#elif defined(__CUDA_ARCH__)
-  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_bytes));
+  if constexpr (kBytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_bytes));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem_src), "n"(kBytes),
+                 "r"(src_bytes));
 #endif
 }
 

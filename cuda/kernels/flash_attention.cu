@@ -87,7 +87,7 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* head, 
     const int r = c / kChunks, col = c % kChunks * 8;
     const int64_t t = row0 + r;
     const bool live = t < T;
-    cp_async_16(tile + r * Tiles<kHead>::kStride + col, head + (live ? t : T - 1) * ld + col, live ? 16 : 0);
+    cp_async<16>(tile + r * Tiles<kHead>::kStride + col, head + (live ? t : T - 1) * ld + col, live ? 16 : 0);
   }
 }
 
@@ -418,8 +418,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
       const int64_t q = i * kInner + c;
       const bool live = q < T;
       const int64_t at = bh * T + (live ? q : T - 1);
-      cp_async_4(stats + c, p.lse + at, live ? 4 : 0);
-      cp_async_4(stats + kInner + c, p.delta + at, live ? 4 : 0);
+      cp_async<4>(stats + c, p.lse + at, live ? 4 : 0);
+      cp_async<4>(stats + kInner + c, p.delta + at, live ? 4 : 0);
     }
     cp_async_commit();
   };

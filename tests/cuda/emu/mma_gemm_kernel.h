@@ -22,8 +22,8 @@ __global__ void mma_gemm(const uint16_t* A, const uint16_t* B, float* C, int M, 
   for (int k0 = 0; k0 < K; k0 += kTile) {
     for (int chunk = threadIdx.x; chunk < kTile * kTile / 8; chunk += blockDim.x) {
       const int r = chunk / 8, c = chunk % 8 * 8;
-      cp_async_16(&As[r][c], A + static_cast<size_t>(row0 + r) * K + k0 + c);
-      cp_async_16(&Bs[r][c], B + static_cast<size_t>(k0 + r) * N + col0 + c);
+      cp_async<16>(&As[r][c], A + static_cast<size_t>(row0 + r) * K + k0 + c);
+      cp_async<16>(&Bs[r][c], B + static_cast<size_t>(k0 + r) * N + col0 + c);
     }
     cp_async_commit();
     cp_async_wait<0>();

@@ -146,26 +146,29 @@ TEST_F(EmuTest, A64Cubed16BitProductOverSeveralTilesAndKSteps) { check_gemm<MmaI
 
 // cp.async lands at the covering wait_group: before it the destination still holds what it held.
 __global__ void async_copy_groups(const float* src, float* out) {
-  __shared__ __align__(16) float s[12];
-  for (int i = 0; i < 12; ++i) s[i] = -1.0f;
-  cp_async_16(&s[0], src);
+  __shared__ __align__(16) float s[14];
+  for (int i = 0; i < 14; ++i) s[i] = -1.0f;
+  cp_async<16>(&s[0], src);
   cp_async_commit();
-  cp_async_16(&s[4], src + 4);
+  cp_async<16>(&s[4], src + 4);
   cp_async_commit();
-  cp_async_16(&s[8], src + 8, 8);  // 8 bytes copied, 8 zeroed
+  cp_async<16>(&s[8], src + 8, 8);  // 8 bytes copied, 8 zeroed
+  cp_async<4>(&s[12], src + 5);
+  cp_async<4>(&s[13], src, 0);  // nothing copied, 4 bytes zeroed
   cp_async_commit();
   out[0] = s[0];
   cp_async_wait<2>();  // the oldest group is complete
   out[1] = s[0];
   out[2] = s[4];
+  out[17] = s[12];
   cp_async_wait<0>();
-  for (int i = 0; i < 12; ++i) out[3 + i] = s[i];
+  for (int i = 0; i < 14; ++i) out[3 + i] = s[i];
 }
 
 TEST_F(EmuTest, CpAsyncCompletesByGroupAndZeroFills) {
   std::vector<float> src(12);
   for (int i = 0; i < 12; ++i) src[i] = static_cast<float>(i + 1);
-  DeviceArray<float> d_src(src), out(15);
+  DeviceArray<float> d_src(src), out(18);
   launch<async_copy_groups>(dim3(1), dim3(1), 0, nullptr, d_src.get(), out.get());
   const std::vector<float> got = out.download();
   EXPECT_EQ(got[0], -1.0f);
@@ -174,6 +177,9 @@ TEST_F(EmuTest, CpAsyncCompletesByGroupAndZeroFills) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(got[3 + i], static_cast<float>(i + 1));
   EXPECT_EQ(got[13], 0.0f);
   EXPECT_EQ(got[14], 0.0f);
+  EXPECT_EQ(got[15], 6.0f);
+  EXPECT_EQ(got[16], 0.0f);
+  EXPECT_EQ(got[17], -1.0f);  // before the last group's wait
 }
 
 __global__ void misaligned_ldmatrix(uint32_t* out) {
