@@ -1,7 +1,7 @@
 # Compiles through ccache where it is installed (scripts/install_deps.sh installs it), so a file compiled
 # before with the same command, in this tree or in another clone on the machine, costs a lookup instead of a
-# compile. A cold build pays about 5% more; CI, a fresh clone on the machine the change was built on, finds
-# the objects that build left.
+# compile. A cold build pays for hashing each preprocessed file and storing each object on top; CI, a fresh
+# clone on the machine the change was built on, finds the objects that build left.
 #   - CCACHE_BASEDIR: paths under the source tree enter the key relative to it, so clones in other folders
 #     share entries; CCACHE_NOHASHDIR: the working directory stays out of the key in builds with debug
 #     information too (the sanitizer build's -gline-tables-only), whose objects may then name another
