@@ -12,15 +12,13 @@ if(GPT_FUZZ)
   endif()
   set(GPT_SANITIZE ON CACHE BOOL "Build everything with AddressSanitizer and UndefinedBehaviorSanitizer" FORCE)
   add_compile_options(-fsanitize=fuzzer-no-link)
-  # clang (16 at least) refuses to capture a structured binding in a lambda under -fopenmp ("not yet
-  # supported in OpenMP"), which the CPU backend does. So this build compiles the OpenMP pragmas out (those
-  # loops run serially, with the same index arithmetic) and links clang's OpenMP runtime for the omp_*
-  # calls; OpenBLAS keeps its own threads. FindOpenMP takes these as given.
+  # The CPU backend's OpenMP loops run threaded here too, on clang's own runtime (libomp-16-dev, from
+  # install_fuzz_deps.sh), so the sanitizers see them as the release build runs them. FindOpenMP takes
+  # these as given.
   execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-resource-dir OUTPUT_VARIABLE _gpt_clang_resources
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
   find_library(GPT_LIBOMP omp HINTS ${_gpt_clang_resources}/../../ REQUIRED)
-  set(OpenMP_CXX_FLAGS "-isystem ${_gpt_clang_resources}/include -Wno-source-uses-openmp -Wno-unknown-pragmas"
-      CACHE STRING "" FORCE)
+  set(OpenMP_CXX_FLAGS "-fopenmp=libomp" CACHE STRING "" FORCE)
   set(OpenMP_CXX_LIB_NAMES "omp" CACHE STRING "" FORCE)
   set(OpenMP_omp_LIBRARY ${GPT_LIBOMP} CACHE FILEPATH "" FORCE)
 endif()

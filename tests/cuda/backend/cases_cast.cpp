@@ -167,7 +167,8 @@ std::vector<OpCase> amax_cases() {
           const auto dims = s.dims;
           out.push_back({fmt::format("amax/{}/{}/out-{}/{}{}", format_tag(f), s.tag, format_tag(out_dtype),
                                      accumulate ? "accumulate" : "fresh", start),
-                         [=](OpBench& b) {
+                         // Init-captures: clang under -fopenmp cannot capture a structured binding.
+                         [=, accumulate = accumulate, start = start](OpBench& b) {
                            Tensor in = b.input(dims, f);
                            // The FP8 scale_inv is not applied by amax: the codes' values are its input.
                            if (f == DType::E4M3 || f == DType::E5M2) in.scaling = b.fp8_meta(4.0f);
