@@ -330,7 +330,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
   constexpr int kS = Tl::kStride, kInner = Tl::kInner, kN = kInner / 8;
   uint16_t* sq = dynamic_shared_memory<uint16_t>();
   uint16_t* sdo = sq + kBlockRows * kS;
-  uint16_t* stages = sdo + kBlockRows * kS;  // stage i: K tile, then V tile
+  // Stage j % 2 holds tile j: its K rows, then its V rows.
+  const auto stage = [stages = sdo + kBlockRows * kS](int64_t j) { return stages + (j & 1) * 2 * kInner * kS; };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tq = lane & 3;
   const int64_t T = p.T, C = p.C, ld = 3 * C;
   const int64_t qb = gridDim.x - 1 - blockIdx.x;
@@ -349,9 +350,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
   }
 
   auto load_stage = [&](int64_t j) {
-    uint16_t* stage = stages + (j & 1) * 2 * kInner * kS;
-    load_tile<kHead, kInner>(stage, k_head, ld, j * kInner, T);
-    load_tile<kHead, kInner>(stage + kInner * kS, v_head, ld, j * kInner, T);
+    load_tile<kHead, kInner>(stage(j), k_head, ld, j * kInner, T);
+    load_tile<kHead, kInner>(stage(j) + kInner * kS, v_head, ld, j * kInner, T);
     cp_async_commit();
   };
   load_tile<kHead, kBlockRows>(sq, q_head, ld, q0, T);
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
     cp_async_wait<0>();
     __syncthreads();  // tile j is in; every warp is done with tile j-1, whose stage tile j+1 now fills
     if (j + 1 < tiles) load_stage(j + 1);
-    const uint16_t* sk = stages + (j & 1) * 2 * kInner * kS;
+    const uint16_t* sk = stage(j);
     const uint16_t* sv = sk + kInner * kS;
     float s[kN][4] = {}, dp[kN][4] = {};
     product_over_head<kHead, kIn>(s, sq, warp * 16, sk, lane);
@@ -394,7 +394,6 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
   constexpr int kS = Tl::kStride, kInner = Tl::kInner, kN = kInner / 8;
   uint16_t* sk = dynamic_shared_memory<uint16_t>();
   uint16_t* sv = sk + kBlockRows * kS;
-  auto* stages = reinterpret_cast<char*>(sv + kBlockRows * kS);  // stage i: q tile, dout tile, lse, D
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, tq = lane & 3;
   const int64_t T = p.T, C = p.C, ld = 3 * C;
   const int64_t kb = blockIdx.x;  // key block 0 has the most query rows: it starts first
@@ -407,10 +406,13 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
   const int64_t key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
 
   const int64_t first = k0 / kInner, tiles = (T + kInner - 1) / kInner;
+  // Stage (i - first) % 2 holds query tile i: its q rows, its dout rows, then its lse and D.
+  const auto stage = [stages = reinterpret_cast<char*>(sv + kBlockRows * kS), first](int64_t i) {
+    return reinterpret_cast<uint16_t*>(stages + ((i - first) & 1) * Tl::dkv_stage_bytes());
+  };
   // Query rows past T arrive as zeros (lse and D too); recompute_probabilities gives them P = 0.
   auto load_stage = [&](int64_t i) {
-    char* stage = stages + ((i - first) & 1) * Tl::dkv_stage_bytes();
-    auto* q_tile = reinterpret_cast<uint16_t*>(stage);
+    uint16_t* q_tile = stage(i);
     load_tile<kHead, kInner>(q_tile, q_head, ld, i * kInner, T);
     load_tile<kHead, kInner>(q_tile + kInner * kS, do_head, C, i * kInner, T);
     auto* stats = reinterpret_cast<float*>(q_tile + 2 * kInner * kS);
@@ -432,7 +434,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
     cp_async_wait<0>();
     __syncthreads();  // tile i is in; every warp is done with tile i-1, whose stage tile i+1 now fills
     if (i + 1 < tiles) load_stage(i + 1);
-    const auto* sq = reinterpret_cast<const uint16_t*>(stages + ((i - first) & 1) * Tl::dkv_stage_bytes());
+    const uint16_t* sq = stage(i);
     const uint16_t* sdo = sq + kInner * kS;
     const auto* slse = reinterpret_cast<const float*>(sdo + kInner * kS);
     float s[kN][4] = {}, dp[kN][4] = {};
