@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Static checks of the fused attention's tensor-core kernels (cuda/kernels/flash_attention.cu), no GPU
-# needed: nvcc compiles the file for sm_80 and sm_90 with ptxas -v; every kernel must spill nothing (0 bytes
-# spill stores and loads) and its SASS (cuobjdump -sass) must hold HMMA instructions, so a change that
-# falls off the tensor cores, or out of the registers, fails here rather than in a benchmark. Prints each
-# kernel's registers, stack, and HMMA count (and mma.sync count in its PTX). Where the toolkit has no
-# cuobjdump (a compiler-only install), the SASS check is reported as not run and the PTX's mma.sync
-# instructions are checked instead. ctest runs it in GPU builds (cuda_static.FlashAttentionKernels).
+# needed: nvcc compiles the file for sm_80 and sm_90 with ptxas -v, and for every kernel
+#  - registers: no spill stores or loads;
+#  - SASS: it holds tensor-core products (HMMA), ldmatrix (LDSM) and cp.async (LDGSTS), and every
+#    mma.sync.m16n8k16 of its PTX became one HMMA, every ldmatrix one LDSM, every cp.async one LDGSTS,
+# so a change that falls off the tensor cores or off the asynchronous copies, or out of the registers,
+# fails here rather than in a benchmark.
+# The SASS is read from the cubin by tests/cuda/static/cubin_opcodes.cpp (built here with the host
+# compiler), since a compiler-only toolkit has no cuobjdump; its opcode table is first confirmed on
+# tests/cuda/static/sass_probe.cu, whose instruction counts are known, and where cuobjdump exists its HMMA
+# count must agree. Prints each kernel's registers, stack, spills and the three counts. ctest runs it in GPU
+# builds (cuda_static.FlashAttentionKernels).
 #
 #   scripts/check_flash_kernels.sh [ARCH ...]     (default: 80 90)
 set -euo pipefail
@@ -18,32 +23,41 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 archs=("$@")
 [ ${#archs[@]} -gt 0 ] || archs=(80 90)
+opcodes=$work/cubin_opcodes
+"${CXX:-c++}" -std=c++17 -O1 -o "$opcodes" "$root/tests/cuda/static/cubin_opcodes.cpp"
 status=0
 for arch in "${archs[@]}"; do
-  obj=$work/flash_sm$arch.o
-  "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
-    -gencode "arch=compute_$arch,code=sm_$arch" -Xptxas -v --keep --keep-dir "$work" \
-    -c "$root/cuda/kernels/flash_attention.cu" -o "$obj" 2>"$work/ptxas_$arch.txt" || { cat "$work/ptxas_$arch.txt"; exit 1; }
-  sass_checked=1
-  if [ -n "$cuobjdump" ]; then
-    "$cuobjdump" -sass "$obj" >"$work/sass_$arch.txt"
-  else
-    sass_checked=0
-    : >"$work/sass_$arch.txt"
-    echo "sm_$arch: no cuobjdump in this toolkit: the SASS (HMMA) check is NOT run; the PTX's mma.sync is checked"
+  gencode=(-gencode "arch=compute_$arch,code=sm_$arch")
+  "$nvcc" -std=c++17 "${gencode[@]}" -cubin -o "$work/probe.cubin" "$root/tests/cuda/static/sass_probe.cu"
+  probe=$("$opcodes" "$work/probe.cubin" | sed -E 's/^\S+(sass_probe_[a-z]+)\S* instructions [0-9]+/\1/' | sort | tr '\n' ';')
+  if [ "$probe" != "sass_probe_counted HMMA 2 LDSM 3 LDGSTS 4;sass_probe_none HMMA 0 LDSM 0 LDGSTS 0;" ]; then
+    echo "sm_$arch: FAIL: cubin_opcodes's opcode table does not hold for this toolkit: on sass_probe.cu it counted"
+    echo "  '$probe' where the kernels hold HMMA 2 LDSM 3 LDGSTS 4 and none"
+    status=1
+    continue
   fi
-  ptx=$(ls "$work"/*flash_attention*.ptx | head -1)
+  "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
+    "${gencode[@]}" -Xptxas -v --keep --keep-dir "$work" \
+    -c "$root/cuda/kernels/flash_attention.cu" -o "$work/flash.o" 2>"$work/ptxas_$arch.txt" || { cat "$work/ptxas_$arch.txt"; exit 1; }
+  "$opcodes" "$work/flash_attention.cubin" >"$work/sass_$arch.txt"
+  : >"$work/cuobjdump_$arch.txt"
+  [ -z "$cuobjdump" ] || "$cuobjdump" -sass "$work/flash.o" >"$work/cuobjdump_$arch.txt"
   # ptxas: "Compiling entry function 'NAME' for 'sm_XX'", then "N bytes stack frame, N bytes spill stores,
-  # N bytes spill loads" and "Used N registers"; cuobjdump: "Function : NAME", then its instructions.
-  awk -v arch="$arch" -v sass="$work/sass_$arch.txt" -v ptx="$ptx" -v sass_checked="$sass_checked" '
+  # N bytes spill loads" and "Used N registers"; cubin_opcodes: "NAME instructions N HMMA n LDSM n LDGSTS n";
+  # cuobjdump: "Function : NAME", then its instructions.
+  awk -v arch="$arch" -v sass="$work/sass_$arch.txt" -v ptx="$work/flash_attention.ptx" \
+      -v dump="$work/cuobjdump_$arch.txt" -v dumped="${cuobjdump:+1}" '
     BEGIN {
-      while ((getline line < sass) > 0) {
-        if (match(line, /Function : [^ ]+/)) fn = substr(line, RSTART + 11, RLENGTH - 11)
-        else if (line ~ /HMMA/) hmma[fn]++
-      }
+      while ((getline line < sass) > 0) { split(line, f, " "); hmma[f[1]] = f[5]; ldsm[f[1]] = f[7]; ldgsts[f[1]] = f[9] }
       while ((getline line < ptx) > 0) {
         if (match(line, /\.entry [^ (]+/)) fn = substr(line, RSTART + 7, RLENGTH - 7)
         else if (line ~ /mma\.sync\.aligned\.m16n8k16/) mma[fn]++
+        else if (line ~ /ldmatrix\.sync/) ldmatrix[fn]++
+        else if (line ~ /cp\.async\.c[ag]\.shared\.global/) cp_async[fn]++
+      }
+      while ((getline line < dump) > 0) {
+        if (match(line, /Function : [^ ]+/)) fn = substr(line, RSTART + 11, RLENGTH - 11)
+        else if (line ~ /HMMA/) dumped_hmma[fn]++
       }
     }
     /Compiling entry function/ { split($0, q, "'\''"); fn = q[2] }
@@ -56,16 +70,21 @@ for arch in "${archs[@]}"; do
         cmd = "c++filt " fn; cmd | getline name; close(cmd)
         gsub(/\(anonymous namespace\)::/, "", name); sub(/^void gpt::cuda::/, "", name)
         gsub(/\(gpt::cuda::MmaInput\)0/, "bf16", name); gsub(/\(gpt::cuda::MmaInput\)1/, "f16", name); sub(/\(.*/, "", name)
-        printf "sm_%s %-40s %3d registers, %4d bytes stack, spill %d/%d bytes, %4s HMMA, %4d mma.sync in PTX\n", arch, name, regs[fn], stack[fn], stores[fn], loads[fn], sass_checked ? hmma[fn] + 0 : "n/a", mma[fn]
+        printf "sm_%s %-40s %3d registers, %4d bytes stack, spill %d/%d bytes; SASS (PTX): %3d (%3d) HMMA, %3d (%3d) LDSM, %3d (%3d) LDGSTS\n", \
+          arch, name, regs[fn], stack[fn], stores[fn], loads[fn], hmma[fn], mma[fn], ldsm[fn], ldmatrix[fn], ldgsts[fn], cp_async[fn]
         if (stores[fn] > 0 || loads[fn] > 0) { print "  FAIL: spills registers"; bad = 1 }
-        if (sass_checked && hmma[fn] == 0) { print "  FAIL: no tensor-core (HMMA) instruction in the SASS"; bad = 1 }
-        if (mma[fn] == 0) { print "  FAIL: no mma.sync in the PTX"; bad = 1 }
+        if (hmma[fn] + 0 == 0) { print "  FAIL: no tensor-core (HMMA) instruction in the SASS"; bad = 1 }
+        if (ldsm[fn] + 0 == 0) { print "  FAIL: no ldmatrix (LDSM) in the SASS: the tensor-core operands do not come from shared memory by ldmatrix"; bad = 1 }
+        if (ldgsts[fn] + 0 == 0) { print "  FAIL: no cp.async (LDGSTS) in the SASS: the tiles do not load asynchronously"; bad = 1 }
+        if (hmma[fn] != mma[fn] + 0) { print "  FAIL: the SASS does not hold one HMMA for each mma.sync of the PTX"; bad = 1 }
+        if (ldsm[fn] != ldmatrix[fn] + 0) { print "  FAIL: the SASS does not hold one LDSM for each ldmatrix of the PTX"; bad = 1 }
+        if (ldgsts[fn] != cp_async[fn] + 0) { print "  FAIL: the SASS does not hold one LDGSTS for each cp.async of the PTX"; bad = 1 }
+        if (dumped && dumped_hmma[fn] != hmma[fn]) { printf "  FAIL: cuobjdump shows %d HMMA, cubin_opcodes counted %d\n", dumped_hmma[fn], hmma[fn]; bad = 1 }
       }
       if (n < 12) { printf "  FAIL: %d kernels found, expected 12 (3 kernels x head sizes 64, 128 x BF16, F16)\n", n; bad = 1 }
       exit bad
     }' "$work/ptxas_$arch.txt" || status=1
 done
 if [ $status -ne 0 ]; then echo "check_flash_kernels: FAILED"
-elif [ -n "$cuobjdump" ]; then echo "check_flash_kernels: no spills, HMMA in every kernel's SASS"
-else echo "check_flash_kernels: no spills, mma.sync in every kernel's PTX (SASS not checked: no cuobjdump)"; fi
+else echo "check_flash_kernels: no spills; in every kernel's SASS one HMMA per mma.sync, one LDSM per ldmatrix, one LDGSTS per cp.async${cuobjdump:+ (HMMA counts agree with cuobjdump)}"; fi
 exit $status

@@ -88,7 +88,7 @@ fi
 
 # The fused attention alone: TFLOP/s forward and backward, causal (FLOPs counted as half the square),
 # BF16, head sizes 64 and 128, T = 1024, 4096, 8192 (tests/cuda/backend/bench_flash_attention.cpp); and its
-# static checks (no register spills, HMMA in the SASS) for this GPU's architecture.
+# static checks (no register spills; HMMA, LDSM, LDGSTS in the SASS) for this GPU's architecture.
 GPT_FLASH_BENCH=1 "$build/tests/gpt_cuda_tests" --gtest_filter='CudaFlashBenchmark.*' >"$out/flash_bench.log" 2>&1 ||
   tests_status=1
 grep '^flash attention' "$out/flash_bench.log" | tee -a "$out/summary.txt" || log "flash attention benchmark: no figures (see flash_bench.log)"
