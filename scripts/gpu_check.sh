@@ -1,34 +1,71 @@
 #!/usr/bin/env bash
 # The one command to run on a machine with a GPU: configures for that GPU's architecture, builds gpt-train
-# and gpt_cuda_tests, runs the cross-backend op table and the model-level CUDA tests on the GPU, then a
-# short benchmark, and ends with one table. Logs go to OUTDIR (default ./gpu-check). With no GPU it says
-# so and exits 0 after the CPU-side checks (the build and the tests, which then skip).
+# and gpt_cuda_tests (or takes them prebuilt, below), runs the cross-backend op table and the model-level
+# CUDA tests on the GPU, then a short benchmark, and ends with one table. Logs go to OUTDIR (default
+# ./gpu-check). With no GPU it says so and exits 0 after the CPU-side checks (the tests then skip).
 #
 #   scripts/gpu_check.sh [OUTDIR]
-#   scripts/gpu_check.sh --prepare   (on a machine with network access: downloads the build dependencies
-#                                     as Debian packages into .gpu-deps/, for a GPU machine that has none;
-#                                     carry that folder with the working tree)
+#   scripts/gpu_check.sh --prepare [ARCH]
+#
+# --prepare is for GPU machines that reach no package registry and have CUDA (nvcc, cuBLASLt, NCCL) but
+# none of our other dependencies: run it beforehand on a machine that can build (default ARCH 90: H100,
+# H200). It builds gpt-train and gpt_cuda_tests for sm_ARCH, for any x86-64-v3 CPU (AVX2; not
+# -march=native, since the GPU machine's CPU is another), and packs them with every shared library they
+# load except the C runtime and CUDA's into .gpu-bundle/ (git-ignored), with a checksum of the sources they
+# were built from. Carry that folder with the working tree: there gpu_check.sh runs those binaries instead
+# of installing and building (minutes of GPU time saved), once it has checked that the sources are the
+# same and that every library resolves.
 #
 # Benchmark rows: GPT-2 124M at T=1024, bf16 and fp8, recompute none/selective/full, at the largest
 # micro-batch of BATCHES (below) that fits; and the GPT-2 774M shape in bf16 and fp8 (the fp8 target is
-# 1.2x bf16 there); then GPT-2 124M and 774M in bf16 with and without optimizer offload. Each row: tokens/s, MFU against the GPU's dense BF16 peak (the datasheet figure,
-# named in the table), ms/step, the time of the matrix products and of attention, and activation bytes
-# planned and measured. Step times come from `gpt-train bench`, which synchronises around every op to
-# time it, so tokens/s here is a lower bound of what training reaches.
+# 1.2x bf16 there); then GPT-2 124M and 774M in bf16 with and without optimizer offload. Each row:
+# tokens/s, MFU against the GPU's dense BF16 peak (the datasheet figure, named in the table), ms/step, the
+# time of the matrix products and of attention, and activation bytes planned and measured. Step times come
+# from `gpt-train bench`, which synchronises around every op to time it, so tokens/s here is a lower bound
+# of what training reaches.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-
-deps_packages=(libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libgtest-dev
-               libopenblas-openmp-dev libopenblas0-openmp libopenblas-dev libgfortran5 libdnnl-dev libdnnl2 ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-headers opencl-c-headers opencl-clhpp-headers nlohmann-json3-dev libicu-dev
-               libicu72 libboost-context-dev libboost-context1.74.0 libboost1.74-dev openmpi-bin libopenmpi-dev
-               libopenmpi3 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0
-               libibverbs1 librdmacm1 libpsm2-2 libnl-3-200 libnl-route-3-200 libmunge2)
+bundle_dir=$root/.gpu-bundle
+# What the binaries are built from: a change to any of these after --prepare makes the bundle stale.
+source_paths=(CMakeLists.txt cmake src cuda tests)
+# Loaded from the GPU machine, never carried: the C runtime, the driver, and CUDA's libraries (cuBLASLt
+# alone is 540 MB), which its toolkit or its Python packages provide. The C++ runtime and cudart travel as
+# a fallback, used only where the machine lacks them or has older ones.
+system_libs='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libutil|libresolv|libcuda|libcublas|libcublasLt|libnccl)\.so'
+fallback_libs='^(libstdc\+\+|libgcc_s|libcudart)\.so'
 
 if [ "${1:-}" = "--prepare" ]; then
-  mkdir -p "$root/.gpu-deps"
-  grep -qx '/.gpu-deps/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpu-deps/' >>"$root/.git/info/exclude"
-  (cd "$root/.gpu-deps" && apt-get download "${deps_packages[@]}")
-  du -sh "$root/.gpu-deps"
+  arch=${2:-90}
+  "$root/scripts/install_deps.sh"
+  build="$root/build-gpu-bundle"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_CUDA_EMU=OFF -DGPT_NATIVE=OFF \
+    -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DCMAKE_CUDA_ARCHITECTURES="$arch"
+  cmake --build "$build" -j "$(nproc)" --target gpt-train gpt_cuda_tests
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/fallback"
+  cp "$build/gpt-train" "$build/tests/gpt_cuda_tests" "$stage/bin/"
+  ldd "$stage/bin/gpt-train" "$stage/bin/gpt_cuda_tests" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
+    while read -r soname path; do
+      if [[ $soname =~ $system_libs ]]; then continue
+      elif [[ $soname =~ $fallback_libs ]]; then
+        [[ $soname == libcudart* ]] && group=cudart || group=cxx
+        mkdir -p "$stage/fallback/$group"
+        cp -L "$path" "$stage/fallback/$group/$soname"
+      else cp -L "$path" "$stage/lib/$soname"; fi
+    done
+  rm -rf "$bundle_dir"
+  mkdir -p "$bundle_dir"
+  (cd "$root" && git ls-files -z -- "${source_paths[@]}" | xargs -0 sha256sum) >"$stage/sources.sha256"
+  {
+    echo "built for sm_$arch on $(hostname) at $(date -u +%FT%TZ) from commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- || echo ' with uncommitted changes')"
+    echo "compilers: $("${CXX:-c++}" --version | head -1); $("${NVCC:-/usr/local/cuda/bin/nvcc}" --version | tail -1)"
+  } >"$stage/manifest.txt"
+  XZ_OPT=-T0 tar -C "$stage" -cJf "$bundle_dir/bundle.tar.xz" .
+  cat "$stage/manifest.txt"
+  echo "libraries packed: $(ls "$stage/lib" | tr '\n' ' ')"
+  echo "fallback: $(cd "$stage/fallback" && ls -- */* | tr '\n' ' ')"
+  du -h "$bundle_dir/bundle.tar.xz"
   exit 0
 fi
 
@@ -37,48 +74,81 @@ mkdir -p "$out"
 log() { echo "gpu_check: $*" | tee -a "$out/summary.txt"; }
 : >"$out/summary.txt"
 
-# Dependencies: installed with apt where it works; else from carried .deb files unpacked into a prefix.
-if ! "$root/scripts/install_deps.sh" >"$out/install.log" 2>&1; then
-  if compgen -G "$root/.gpu-deps/*.deb" >/dev/null; then
-    prefix=/tmp/gpt-deps
-    for f in "$root"/.gpu-deps/*.deb; do dpkg -x "$f" "$prefix"; done
-    multiarch=$prefix/usr/lib/x86_64-linux-gnu
-    export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-    export CPATH="$prefix/usr/include:$prefix/usr/lib/x86_64-linux-gnu/openmpi/include${CPATH:+:$CPATH}"
-    export LIBRARY_PATH="$multiarch${LIBRARY_PATH:+:$LIBRARY_PATH}"
-    export LD_LIBRARY_PATH="$multiarch:$multiarch/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export PATH="$prefix/usr/bin:$PATH"
-    export OPAL_PREFIX="$prefix/usr"
-    log "dependencies: apt-get failed (see install.log); using the carried packages unpacked in $prefix"
-  else
-    log "dependencies: apt-get failed and no .gpu-deps/ was carried (scripts/gpu_check.sh --prepare makes it); see install.log"
-    exit 1
-  fi
-fi
-
 arch=""
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
   gpu=$(nvidia-smi --query-gpu=name,memory.total,compute_cap --format=csv,noheader | head -1)
   arch=$(echo "$gpu" | awk -F', ' '{gsub(/\./, "", $3); print $3}')
-  log "GPU: $gpu (building for sm_$arch)"
+  log "GPU: $gpu"
 else
   log "no GPU visible (nvidia-smi absent or failing): building and running the CPU-side checks only"
 fi
 
-build="$root/build-gpu"
-cmake_args=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_CUDA_EMU=OFF)
-[ -n "$arch" ] && cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES="$arch")
-start=$(date +%s)
-cmake "${cmake_args[@]}" >"$out/configure.log" 2>&1 || { log "configure failed: see configure.log"; tail -20 "$out/configure.log"; exit 1; }
-cmake --build "$build" -j "$(nproc)" --target gpt-train gpt_cuda_tests >"$out/build.log" 2>&1 ||
-  { log "build failed: see build.log"; grep -m5 -B2 -A8 'error' "$out/build.log" || tail -30 "$out/build.log"; exit 1; }
-log "built in $(( $(date +%s) - start )) s"
+unresolved() { ldd "$gpt_train" "$cuda_tests" 2>&1 | grep -E 'not found|error' | sort -u || true; }
+if [ -f "$bundle_dir/bundle.tar.xz" ]; then
+  # Prebuilt binaries (--prepare): unpacked outside the tree; CUDA's libraries from wherever the machine
+  # keeps them (its toolkit, or the nvidia-* Python packages that PyTorch brings).
+  unpacked=$(mktemp -d)
+  tar -C "$unpacked" -xJf "$bundle_dir/bundle.tar.xz"
+  log "prebuilt: $(head -1 "$unpacked/manifest.txt")"
+  if ! (cd "$root" && sha256sum --quiet -c "$unpacked/sources.sha256") >"$out/stale.txt" 2>&1; then
+    log "the carried binaries were built from other sources than this tree's (see stale.txt); run scripts/gpu_check.sh --prepare again"
+    exit 1
+  fi
+  if [ -n "$arch" ] && ! grep -q "for sm_$arch " "$unpacked/manifest.txt"; then
+    log "the carried binaries are not built for this GPU (sm_$arch); run scripts/gpu_check.sh --prepare $arch"
+    exit 1
+  fi
+  gpt_train=$unpacked/bin/gpt-train
+  cuda_tests=$unpacked/bin/gpt_cuda_tests
+  cuda_dirs=""
+  for lib in libcublasLt.so.13 libnccl.so.2 libcudart.so.13; do
+    found=$(find /usr/local/cuda*/ /usr/local/nvidia /usr/lib /opt -name "$lib" 2>/dev/null | head -1 || true)
+    [ -n "$found" ] && cuda_dirs="$cuda_dirs:$(dirname "$found")"
+  done
+  export LD_LIBRARY_PATH="$unpacked/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # A directory on LD_LIBRARY_PATH comes before the system's, so each fallback joins only when needed:
+  # cudart where the machine has none, our C++ runtime where the machine's is older than the one we built with.
+  missing=$(unresolved)
+  if grep -q libcudart <<<"$missing"; then
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$unpacked/fallback/cudart"
+    log "cudart: the machine has none; using the carried one"
+  fi
+  if grep -qE 'GLIBCXX|CXXABI|GCC_|libstdc|libgcc_s' <<<"$missing"; then
+    export LD_LIBRARY_PATH="$unpacked/fallback/cxx:$LD_LIBRARY_PATH"
+    log "C++ runtime: the machine's is older than the build's; using the carried one"
+  fi
+  missing=$(unresolved)
+  if [ -n "$missing" ]; then
+    log "libraries that do not resolve on this machine: $(tr -s ' \t\n' ' ' <<<"$missing")"
+    exit 1
+  fi
+  log "libraries: $(ldd "$gpt_train" | grep -E 'libcublasLt|libnccl|libcudart|libstdc' | awk '{print $3}' | tr '\n' ' ')"
+else
+  # Dependencies from Debian's packages, then a build for this GPU's architecture.
+  if ! "$root/scripts/install_deps.sh" >"$out/install.log" 2>&1; then
+    log "dependencies: install_deps.sh failed (see install.log); on a machine without a package registry, carry the binaries that scripts/gpu_check.sh --prepare makes"
+    exit 1
+  fi
+  build="$root/build-gpu"
+  cmake_args=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_CUDA_EMU=OFF)
+  [ -n "$arch" ] && cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES="$arch")
+  start=$(date +%s)
+  cmake "${cmake_args[@]}" >"$out/configure.log" 2>&1 || { log "configure failed: see configure.log"; tail -20 "$out/configure.log"; exit 1; }
+  cmake --build "$build" -j "$(nproc)" --target gpt-train gpt_cuda_tests >"$out/build.log" 2>&1 ||
+    { log "build failed: see build.log"; grep -m5 -B2 -A8 'error' "$out/build.log" || tail -30 "$out/build.log"; exit 1; }
+  log "built for sm_${arch:-(default architectures)} in $(( $(date +%s) - start )) s"
+  gpt_train=$build/gpt-train
+  cuda_tests=$build/tests/gpt_cuda_tests
+fi
 
-"$build/gpt-train" info | tee "$out/info.txt"
+"$gpt_train" info | tee "$out/info.txt"
 
 tests_status=0
-"$build/tests/gpt_cuda_tests" --gtest_brief=1 2>&1 | tee "$out/cuda_tests.log" | grep -E '^\[  (PASSED|FAILED|SKIPPED) |op table|^  [a-z0-9 ]+ +[0-9]|CUDA vs CPU|trainer |cached against ' || true
+# Each stage runs under a time limit, so that a hang costs that stage and not the rest of the check.
+limited() { local seconds=$1; shift; timeout --kill-after=10 "$seconds" "$@"; }
+limited 360 "$cuda_tests" --gtest_brief=1 2>&1 | tee "$out/cuda_tests.log" | grep -E '^\[  (PASSED|FAILED|SKIPPED) |op table|^  [a-z0-9 ]+ +[0-9]|CUDA vs CPU|trainer |cached against ' || true
 grep -q '^\[  FAILED  \]' "$out/cuda_tests.log" && tests_status=1
+grep -q '^\[  PASSED  \]' "$out/cuda_tests.log" || { tests_status=1; log "gpt_cuda_tests did not finish (crashed, or stopped after 360 s): see cuda_tests.log"; }
 log "op table and model-level tests: $(grep -E '^\[  PASSED  \]|tests ran' "$out/cuda_tests.log" | tail -1)"
 
 if [ -z "$arch" ]; then
@@ -89,10 +159,10 @@ fi
 # The fused attention alone: TFLOP/s forward and backward, causal (FLOPs counted as half the square),
 # BF16, head sizes 64 and 128, T = 1024, 4096, 8192 (tests/cuda/backend/bench_flash_attention.cpp); and its
 # static checks (no register spills; HMMA, LDSM, LDGSTS in the SASS) for this GPU's architecture.
-GPT_FLASH_BENCH=1 "$build/tests/gpt_cuda_tests" --gtest_filter='CudaFlashBenchmark.*' >"$out/flash_bench.log" 2>&1 ||
+GPT_FLASH_BENCH=1 limited 180 "$cuda_tests" --gtest_filter='CudaFlashBenchmark.*' >"$out/flash_bench.log" 2>&1 ||
   tests_status=1
 grep '^flash attention' "$out/flash_bench.log" | tee -a "$out/summary.txt" || log "flash attention benchmark: no figures (see flash_bench.log)"
-"$root/scripts/check_flash_kernels.sh" "$arch" >"$out/flash_static.log" 2>&1 || tests_status=1
+limited 240 "$root/scripts/check_flash_kernels.sh" "$arch" >"$out/flash_static.log" 2>&1 || tests_status=1
 log "flash attention static checks (sm_$arch): $(tail -1 "$out/flash_static.log")"
 
 # The datasheet's dense (no sparsity) BF16 tensor-core peak of the GPU, for MFU.
@@ -118,7 +188,7 @@ bench_row() {  # name size(124m|774m) recipe recompute batch...
   [ "$size" = 774m ] && shape=(--set model.n_layer=36 --set model.n_head=20 --set model.n_embd=1280)
   for b in "$@"; do
     local json="$out/bench_${name// /_}_b$b.json"
-    if "$build/gpt-train" bench "$root/configs/gpt2-124m.yaml" "${shape[@]}" --steps 10 --warmup 3 --peak-reps 0 --json "$json" "${data_flags[@]}" \
+    if limited 150 "$gpt_train" bench "$root/configs/gpt2-124m.yaml" "${shape[@]}" --steps 10 --warmup 3 --peak-reps 0 --json "$json" "${data_flags[@]}" \
          --set train.backend=cuda --set train.batch_size="$b" --set precision.recipe="$recipe" \
          --set recompute.mode="$recompute" >"$out/bench_${name// /_}_b$b.log" 2>&1; then
       local tps ms gflop mm att planned measured mfu
@@ -153,7 +223,7 @@ offload_row() {  # name size(124m|774m) batch
   [ "$size" = 774m ] && shape=(--set model.n_layer=36 --set model.n_head=20 --set model.n_embd=1280)
   for offload in none optimizer; do
     local json="$out/bench_offload_${size}_${offload}.json"
-    if "$build/gpt-train" bench "$root/configs/gpt2-124m.yaml" "${shape[@]}" --steps 5 --warmup 2 --peak-reps 0 --json "$json" \
+    if limited 180 "$gpt_train" bench "$root/configs/gpt2-124m.yaml" "${shape[@]}" --steps 5 --warmup 2 --peak-reps 0 --json "$json" \
          "${data_flags[@]}" --set train.backend=cuda --set train.batch_size="$b" --set precision.recipe=bf16 \
          --set memory.offload="$offload" >"$out/bench_offload_${size}_${offload}.log" 2>&1; then
       ms+=("$(field "$json" ms_per_step)")
