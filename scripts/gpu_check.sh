@@ -22,7 +22,8 @@
 # tokens/s, MFU against the GPU's dense BF16 peak (the datasheet figure, named in the table), ms/step, the
 # time of the matrix products and of attention, and activation bytes planned and measured. Step times come
 # from `gpt-train bench`, which synchronises around every op to time it, so tokens/s here is a lower bound
-# of what training reaches.
+# of what training reaches. Last, where ncu is installed, a hardware-counter profile of the fused
+# attention's three kernels (ncu_flash.txt). Each stage runs under a time limit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle_dir=$root/.gpu-bundle
@@ -253,4 +254,20 @@ offload_row "774M bf16" 774m 4
   printf '%-28s %4s %10s %7s %9s %8s %8s %9s %9s\n' "" "" "" "" "" "ms" "ms" "GiB" "GiB"
   printf '%s\n' "${rows[@]}"
 } | tee -a "$out/summary.txt"
+
+# A hardware-counter profile of the fused attention at head size 128, T = 4096, for tuning it later without
+# a GPU: the forward's last timed launch and the backward's first dq and dk/dv passes (the benchmark's order:
+# 11 forwards, then 11 backwards), with occupancy, pipe use, shared-memory bank conflicts and warp stalls.
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1 || true)
+if [ -n "$ncu" ]; then
+  GPT_FLASH_BENCH=1 GPT_FLASH_BENCH_ONLY=128x4096 limited 150 "$ncu" --clock-control none \
+    -k 'regex:flash_(forward|backward_dq|backward_dkv)_kernel' --launch-skip 10 --launch-count 3 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats \
+    "$cuda_tests" --gtest_filter='CudaFlashBenchmark.*' >"$out/ncu_flash.txt" 2>&1 &&
+    log "fused attention profile (ncu, hs 128, T 4096): ncu_flash.txt" ||
+    log "fused attention profile: ncu failed or ran out of time (see ncu_flash.txt)"
+else
+  log "fused attention profile: no ncu on this machine"
+fi
 exit "$tests_status"

@@ -1,5 +1,6 @@
 // The fused attention's speed on a GPU: a benchmark, not a test (it asserts nothing about time), run by
 // scripts/gpu_check.sh with GPT_FLASH_BENCH=1; skipped otherwise, and always on the emulator.
+// GPT_FLASH_BENCH_ONLY=HSxT (e.g. 128x4096) runs one of the shapes below, for a profiler.
 // Causal, BF16, head sizes 64 and 128, T = 1024, 4096, 8192, 16384 tokens per call (B = 16384 / T) and
 // C = 2048 (NH = 2048 / hs), as FlashAttention-2's benchmarks run. FLOPs count causal attention as half
 // the square: forward 4 B NH T^2 hs / 2 (q k^T and P v), backward 2.5 times that (the five products of
@@ -50,9 +51,11 @@ TEST(CudaFlashBenchmark, CausalBf16Tflops) {
   const char* enabled = std::getenv("GPT_FLASH_BENCH");
   if (!enabled || std::string(enabled) != "1") GTEST_SKIP() << "a benchmark: GPT_FLASH_BENCH=1 runs it (scripts/gpu_check.sh)";
   if (cuda::device_count() == 0 || cuda::emulated()) GTEST_SKIP() << "needs a GPU";
+  const char* only = std::getenv("GPT_FLASH_BENCH_ONLY");
   auto backend = cuda::make_backend();
   for (int64_t hs : {64, 128})
     for (int64_t T : {1024, 4096, 8192}) {
+      if (only && std::to_string(hs) + "x" + std::to_string(T) != only) continue;
       const int64_t B = 16384 / T, C = 2048, NH = C / hs;
       DeviceTensors d{*backend, {}};
       const Tensor qkv = d.make({B, T, 3 * C}, DType::BF16), out = d.make({B, T, C}, DType::BF16);
