@@ -426,6 +426,13 @@ void GPT::lora_forward(int l, LoraTarget t, const Tensor& out, const Tensor& in,
   lora_products_->forward(out, in, w.a[k], w.b[k], lora_dropout(ctx, static_cast<uint32_t>(l), t), flop_counter);
 }
 
+void GPT::lora_inference(int l, LoraTarget t, const Tensor& out, const Tensor& in) {
+  StepContext ctx;
+  ctx.training = false;
+  double flops = 0.0;
+  lora_forward(l, t, out, in, ctx, flops);
+}
+
 void GPT::lora_backward(int l, LoraTarget t, const Tensor& din, const Tensor& dout, const Tensor& in,
                         const StepContext& ctx) {
   if (!lora_.enabled() || !lora_.has(t)) return;

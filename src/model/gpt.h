@@ -114,6 +114,9 @@ class GPT {
   // with it; a decoder that runs the compute copy outside forward (model/kv_cache_decoder.h) calls it once
   // the masters are final.
   void refresh_compute_weights();
+  // Block l's adapter on target t without dropout, out += s in A^T B^T (nothing without one): what the
+  // forward adds after the base product, for a decoder that runs the products itself.
+  void lora_inference(int l, LoraTarget t, const Tensor& out, const Tensor& in);
   // With the masters on the host: casts block `block`'s slices of them ([0, L), or -1 for the tensors
   // outside the blocks) into the compute copy now. The offloaded AdamW calls it as it finishes each block,
   // so that the copy over the bus and the casts run on the device beside the update of the next blocks;

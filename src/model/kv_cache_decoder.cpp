@@ -33,8 +33,7 @@ ArenaLayout decoder_layout(const ModelConfig& m, DType cache) {
 }  // namespace
 
 bool KvCacheDecoder::supports(GPT& model) {
-  return !model.lora().enabled() &&
-         (model.compute_dtype() == DType::F32 || model.backend().capabilities().one_row_products_of_any_formats);
+  return model.compute_dtype() == DType::F32 || model.backend().capabilities().one_row_products_of_any_formats;
 }
 
 KvCacheDecoder::KvCacheDecoder(GPT& model)
@@ -45,8 +44,6 @@ KvCacheDecoder::KvCacheDecoder(GPT& model)
       arena_(decoder_layout(model.config(), model.precision_layout().block(0, BlockTensor::Qkv).dtype), model.backend()),
       logits_raw_(static_cast<size_t>(model.config().vocab_size) * dtype_size(layout_.model(ModelTensor::Logits).dtype)),
       logits_(static_cast<size_t>(model.config().vocab_size)) {
-  GPT_CHECK(!model.lora().enabled(), "KV-cache decoding reads the base weights alone; a LoRA model samples uncached "
-            "(or export --merge it first)");
   GPT_CHECK(supports(model),
             "KV-cache decoding of the {} recipe multiplies 1-row products of mixed formats, which the {} backend "
             "does not run; sample without the cache (it reruns the window as the model's forward does)",
@@ -54,7 +51,7 @@ KvCacheDecoder::KvCacheDecoder(GPT& model)
   // Whatever an earlier forward left pending goes first: discarding uploads the table's scales, which
   // under current scaling would replace the weight scales the refresh computes.
   if (model.fp8()) model.fp8()->discard_step();
-  if (model.compute_weight_arena()) model.refresh_compute_weights();
+  if (model.compute_weight_arena() || model.lora_compute_arena()) model.refresh_compute_weights();
 }
 
 KvCacheDecoder::~KvCacheDecoder() {
@@ -128,6 +125,7 @@ std::span<const float> KvCacheDecoder::append(int32_t token) {
     const Tensor fch_gelu = view("fch_gelu", {1, 1, 4 * C}, layout_.block(l, K::FchGelu));
     produce(l, K::Ln1, ln1, [&](const Tensor& out) { backend_.layernorm_forward({out, mean, rstd, x, w.ln1w, w.ln1b}); });
     backend_.matmul({qkv, ln1, w.qkvw, w.qkvb, false, true});
+    model_.lora_inference(l, LoraTarget::Qkv, qkv, ln1);
     const Tensor qkv_flat = qkv.reshaped({3 * C});
     produce(l, K::Atty, atty, [&](const Tensor& out) {
       const Tensor out_flat = out.reshaped({C});
@@ -142,12 +140,15 @@ std::span<const float> KvCacheDecoder::append(int32_t token) {
       }
     });
     backend_.matmul({branch, atty, w.attprojw, w.attprojb, false, true});
+    model_.lora_inference(l, LoraTarget::AttnProj, branch, atty);
     backend_.residual_forward({residual2, x, branch, {}});
     produce(l, K::Ln2, ln2,
             [&](const Tensor& out) { backend_.layernorm_forward({out, mean, rstd, residual2, w.ln2w, w.ln2b}); });
     backend_.matmul({fch, ln2, w.fcw, w.fcb, false, true});
+    model_.lora_inference(l, LoraTarget::Fc, fch, ln2);
     produce(l, K::FchGelu, fch_gelu, [&](const Tensor& out) { backend_.gelu_forward({out, fch}); });
     backend_.matmul({branch, fch_gelu, w.fcprojw, w.fcprojb, false, true});
+    model_.lora_inference(l, LoraTarget::FcProj, branch, fch_gelu);
     backend_.residual_forward({x, residual2, branch, {}});
   }
   const Tensor lnf = view("ln", {1, 1, C}, layout_.model(ModelTensor::Lnf));

@@ -14,7 +14,8 @@
 // rounds nothing the full forward does not. Under fp8 current scaling each position's inputs are scaled by
 // their own amax, where the full forward scales a window by the amax of all its rows: the two differ by
 // FP8 rounding, not more. The FP8 statistics these stores record are discarded when the decoder goes, as
-// an evaluation's are.
+// an evaluation's are. Under LoRA each adapted product adds its adapter's term after the base product, as
+// the forward does, so a LoRA run samples with the cache the weights it is training.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +38,7 @@ class KvCacheDecoder {
   KvCacheDecoder& operator=(const KvCacheDecoder&) = delete;
 
   // Whether the model's backend runs the decoder's products in the model's recipe: FP32 everywhere, the
-  // narrow recipes where the backend multiplies any operand formats (BackendCapabilities); never under
-  // LoRA, since the cache reads the base weights alone.
+  // narrow recipes where the backend multiplies any operand formats (BackendCapabilities).
   static bool supports(GPT& model);
 
   // Positions cached so far; at most capacity() (model.context_length).
