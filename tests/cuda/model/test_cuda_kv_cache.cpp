@@ -65,12 +65,30 @@ double worst_relative(const std::vector<std::vector<float>>& a, const std::vecto
   return worst;
 }
 
+const std::vector<int> kPrompt{3, 1, 4};
+const SampleOptions kGreedy{9, 1.0, 1, 1.0};
+
+// What each case checks: gpu's cached logits against its full forward and against cpu's cache (printed),
+// and greedy decoding on gpu with the cache against the uncached sampler; returns the tokens drawn.
+std::vector<int> check_decoding(const RecipeCase& c, GPT& gpu, GPT& cpu, const std::vector<int32_t>& tokens) {
+  const std::vector<std::vector<float>> full = full_forward_logits(gpu, tokens);
+  const std::vector<std::vector<float>> cached = cached_logits(gpu, tokens);
+  const double against_full = worst_relative(cached, full);
+  EXPECT_LE(against_full, c.against_full);
+  const double against_cpu = worst_relative(cached, cached_logits(cpu, tokens));
+  EXPECT_LE(against_cpu, c.against_cpu);
+  std::printf("%s: cached against CUDA's full forward %.3g (bound %.3g), against the CPU's cache %.3g (bound %.3g)\n",
+              c.name, against_full, c.against_full, against_cpu, c.against_cpu);
+  HostRng a(11, 0), b(11, 0);
+  const std::vector<int> drawn = generate_cached(gpu, kPrompt, kGreedy, a);
+  EXPECT_EQ(drawn, generate(gpu, kPrompt, kGreedy, b));
+  return drawn;
+}
+
 TEST(CudaKvCache, EveryRecipeDecodesOnCudaAsTheFullForwardAndTheCpuDo) {
   SKIP_WITHOUT_CUDA();
   const ModelConfig m = decoder_model();
   const std::vector<int32_t> tokens = random_window(m, 9);
-  const std::vector<int> prompt{3, 1, 4};
-  const SampleOptions greedy{9, 1.0, 1, 1.0};
   for (const RecipeCase& c : {RecipeCase{"fp32", PrecisionRecipe{}, 2e-5, 1e-5},
                               RecipeCase{"bf16", recipe_of(RecipeKind::Bf16), 4e-2, 4e-2},
                               RecipeCase{"fp16", recipe_of(RecipeKind::Fp16), 5e-3, 5e-3},
@@ -83,22 +101,10 @@ TEST(CudaKvCache, EveryRecipeDecodesOnCudaAsTheFullForwardAndTheCpuDo) {
     randomise(gpu, 8);
     randomise(cpu, 8);
     ASSERT_TRUE(KvCacheDecoder::supports(gpu));
-
-    const std::vector<std::vector<float>> full = full_forward_logits(gpu, tokens);
-    const std::vector<std::vector<float>> cached = cached_logits(gpu, tokens);
-    const double against_full = worst_relative(cached, full);
-    EXPECT_LE(against_full, c.against_full);
-    const double against_cpu = worst_relative(cached, cached_logits(cpu, tokens));
-    EXPECT_LE(against_cpu, c.against_cpu);
-    std::printf("%s: cached against CUDA's full forward %.3g (bound %.3g), against the CPU's cache %.3g (bound %.3g)\n",
-                c.name, against_full, c.against_full, against_cpu, c.against_cpu);
-
-    HostRng a(11, 0), b(11, 0);
-    const std::vector<int> drawn = generate_cached(gpu, prompt, greedy, a);
-    EXPECT_EQ(drawn, generate(gpu, prompt, greedy, b));
+    const std::vector<int> drawn = check_decoding(c, gpu, cpu, tokens);
     if (c.recipe.recipe == RecipeKind::Fp32) {
       HostRng on_cpu(11, 0);
-      EXPECT_EQ(drawn, generate_cached(cpu, prompt, greedy, on_cpu));
+      EXPECT_EQ(drawn, generate_cached(cpu, kPrompt, kGreedy, on_cpu));
     }
   }
 }
@@ -119,16 +125,7 @@ TEST(CudaKvCache, LoraModelsDecodeOnCudaWithTheirAdapters) {
     randomise(gpu, 14);
     randomise(cpu, 14);
     ASSERT_TRUE(KvCacheDecoder::supports(gpu));
-    const std::vector<std::vector<float>> cached = cached_logits(gpu, tokens);
-    const double against_full = worst_relative(cached, full_forward_logits(gpu, tokens));
-    EXPECT_LE(against_full, c.against_full);
-    const double against_cpu = worst_relative(cached, cached_logits(cpu, tokens));
-    EXPECT_LE(against_cpu, c.against_cpu);
-    std::printf("%s: cached against CUDA's full forward %.3g (bound %.3g), against the CPU's cache %.3g (bound %.3g)\n",
-                c.name, against_full, c.against_full, against_cpu, c.against_cpu);
-    HostRng a(11, 0), b(11, 0);
-    const SampleOptions greedy{9, 1.0, 1, 1.0};
-    EXPECT_EQ(generate_cached(gpu, {3, 1, 4}, greedy, a), generate(gpu, {3, 1, 4}, greedy, b));
+    check_decoding(c, gpu, cpu, tokens);
   }
 }
 
