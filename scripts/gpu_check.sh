@@ -39,6 +39,7 @@ fallback_libs='^(libstdc\+\+|libgcc_s|libcudart)\.so'
 
 if [ "${1:-}" = "--prepare" ]; then
   arch=${2:-90}
+  nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
   "$root/scripts/install_deps.sh"
   build="$root/build-gpu-bundle"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_CUDA_EMU=OFF -DGPT_NATIVE=OFF \
@@ -59,7 +60,7 @@ if [ "${1:-}" = "--prepare" ]; then
     done
   # The static check compiles flash_attention.cu there again, so the headers it includes from outside the
   # tree, the C and C++ libraries and CUDA travel too (fmt's).
-  "${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
+  "$nvcc" -std=c++17 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
     -gencode "arch=compute_$arch,code=sm_$arch" -M "$root/cuda/kernels/flash_attention.cu" -o "$stage/flash.d"
   mkdir -p "$stage/include"
   tr ' \\' '\n\n' <"$stage/flash.d" | sed -n 's|^/usr/include/\([^/]*\)/.*|\1|p' | sort -u |
@@ -70,7 +71,7 @@ if [ "${1:-}" = "--prepare" ]; then
   (cd "$root" && git ls-files -z -- "${source_paths[@]}" | xargs -0 sha256sum) >"$stage/sources.sha256"
   {
     echo "built for sm_$arch on $(hostname) at $(date -u +%FT%TZ) from commit $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- || echo ' with uncommitted changes')"
-    echo "compilers: $("${CXX:-c++}" --version | head -1); $("${NVCC:-/usr/local/cuda/bin/nvcc}" --version | tail -1)"
+    echo "compilers: $("${CXX:-c++}" --version | head -1); $("$nvcc" --version | tail -1)"
   } >"$stage/manifest.txt"
   XZ_OPT=-T0 tar -C "$stage" -cJf "$bundle_dir/bundle.tar.xz" .
   cat "$stage/manifest.txt"

@@ -1,10 +1,15 @@
 // What the KV-cache decoder tests share (tests/model on the CPU, tests/cuda/model on CUDA): random weights,
-// a random window of tokens, and the full (uncached) forward's logits to hold the decoder's against.
+// a random window of tokens, the full (uncached) forward's logits and the decoder's, and their difference.
 #pragma once
 
 #include "model/gpt.h"
+#include "model/kv_cache_decoder.h"
 #include "precision/recipe.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -39,6 +44,28 @@ inline std::vector<std::vector<float>> full_forward_logits(GPT& model, const std
   std::vector<std::vector<float>> full;
   for (int t = 0; t < T; ++t) full.push_back(model.logits_at(0, t));
   return full;
+}
+
+// The decoder's logits at every position of the window, one decoder from position 0.
+inline std::vector<std::vector<float>> cached_logits(GPT& model, const std::vector<int32_t>& tokens) {
+  KvCacheDecoder decoder(model);
+  std::vector<std::vector<float>> out;
+  for (const int32_t token : tokens) {
+    const std::span<const float> logits = decoder.append(token);
+    out.emplace_back(logits.begin(), logits.end());
+  }
+  return out;
+}
+
+// The largest |a - b| / (1 + |b|) over every position and token; a NaN or infinity in a fails the test.
+inline double worst_relative(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double worst = 0.0;
+  for (size_t t = 0; t < b.size(); ++t)
+    for (size_t v = 0; v < b[t].size(); ++v) {
+      EXPECT_TRUE(std::isfinite(a[t][v])) << "position " << t << " token " << v;
+      worst = std::max(worst, std::abs(static_cast<double>(a[t][v]) - b[t][v]) / (1.0 + std::abs(b[t][v])));
+    }
+  return worst;
 }
 
 inline PrecisionRecipe recipe_of(RecipeKind kind, Fp8ScalingMode scaling = Fp8ScalingMode::Delayed) {

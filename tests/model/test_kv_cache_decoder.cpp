@@ -178,19 +178,8 @@ TEST(KvCacheDecoder, DecodesLoraModelsWithTheirAdapters) {
         model.parameters_from_host(adapters);
       }
       // The decoder goes first, so that it, not a forward before it, refreshes the adapters' compute copy.
-      std::vector<std::vector<float>> cached;
-      {
-        KvCacheDecoder decoder(model);
-        for (int t = 0; t < m.context_length; ++t) {
-          const std::span<const float> logits = decoder.append(tokens[static_cast<size_t>(t)]);
-          cached.emplace_back(logits.begin(), logits.end());
-        }
-      }
-      const std::vector<std::vector<float>> full = full_forward_logits(model, tokens);
-      double worst = 0.0;
-      for (int t = 0; t < m.context_length; ++t)
-        for (int v = 0; v < m.vocab_size; ++v)
-          worst = std::max(worst, std::abs(cached[t][v] - full[t][v]) / (1.0 + std::abs(full[t][v])));
+      const std::vector<std::vector<float>> cached = cached_logits(model, tokens);
+      const double worst = worst_relative(cached, full_forward_logits(model, tokens));
       EXPECT_LE(worst, c.tolerance) << "round " << round;
       std::printf("LoRA %s, round %d: worst relative logit difference %.3g (bound %.3g)\n", c.name, round, worst,
                   c.tolerance);

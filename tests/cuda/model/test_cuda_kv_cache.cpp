@@ -44,27 +44,6 @@ struct RecipeCase {
 // an odd vocabulary (23 padded to 24) and two blocks.
 ModelConfig decoder_model() { return tiny_model(23, 2, 32, 2, 16); }
 
-std::vector<std::vector<float>> cached_logits(GPT& model, const std::vector<int32_t>& tokens) {
-  KvCacheDecoder decoder(model);
-  std::vector<std::vector<float>> out;
-  for (const int32_t token : tokens) {
-    const std::span<const float> logits = decoder.append(token);
-    out.emplace_back(logits.begin(), logits.end());
-  }
-  return out;
-}
-
-// The largest |a - b| / (1 + |b|) over every position and token; a NaN or infinity in a fails the test.
-double worst_relative(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  double worst = 0.0;
-  for (size_t t = 0; t < b.size(); ++t)
-    for (size_t v = 0; v < b[t].size(); ++v) {
-      EXPECT_TRUE(std::isfinite(a[t][v])) << "position " << t << " token " << v;
-      worst = std::max(worst, std::abs(static_cast<double>(a[t][v]) - b[t][v]) / (1.0 + std::abs(b[t][v])));
-    }
-  return worst;
-}
-
 const std::vector<int> kPrompt{3, 1, 4};
 const SampleOptions kGreedy{9, 1.0, 1, 1.0};
 
