@@ -24,7 +24,7 @@ constexpr Rgb kRunColours[] = {{0, 114, 178}, {213, 94, 0},   {0, 158, 115}, {20
 constexpr size_t kRunColourCount = sizeof(kRunColours) / sizeof(kRunColours[0]);
 // Colour map 0: the background, the ink of axes and text, the grid, then the runs.
 constexpr PLINT kInk = 1, kGrid = 2, kFirstRun = 3;
-constexpr PLINT kSolid = 1, kDashed = 3;
+constexpr PLINT kSolid = 1, kShortDashed = 2, kDashed = 3;
 constexpr PLINT kCircle = 4;  // Hershey symbol of plpoin
 
 PLINT run_colour(size_t run) { return kFirstRun + static_cast<PLINT>(run % kRunColourCount); }
@@ -212,12 +212,19 @@ std::string bytes_text(double bytes) {
   return bytes >= kGiB ? fmt::format("{:.2f} GiB", bytes / kGiB) : fmt::format("{:.1f} MiB", bytes / kMiB);
 }
 
+// What a run measured of the memory the ledger plans: on a backend with device memory of its own the bytes
+// the run holds there (its arenas and the backend's workspace), else the process's peak resident set.
+const Series& measured_memory(const RunMetrics& run) {
+  return run.device_held_bytes.empty() ? run.peak_rss_bytes : run.device_held_bytes;
+}
+
 void memory_panel(const std::vector<RunMetrics>& runs, const Range& x, const Viewport& v) {
   double most = 0.0;
   for (const RunMetrics& run : runs) {
     most = std::max(most, run.memory_planned_bytes.value_or(0.0));
-    for (double b : run.peak_rss_bytes.value)
-      if (std::isfinite(b)) most = std::max(most, b);
+    for (const Series* s : {&measured_memory(run), &run.device_used_bytes})
+      for (double b : s->value)
+        if (std::isfinite(b)) most = std::max(most, b);
   }
   const bool gib = most >= 2.0 * kGiB;
   const double scale = 1.0 / (gib ? kGiB : kMiB);
@@ -230,15 +237,19 @@ void memory_panel(const std::vector<RunMetrics>& runs, const Range& x, const Vie
       planned[i].add(runs[i].loss.step.back(), *runs[i].memory_planned_bytes);
     }
     all.emplace_back(&planned[i], scale);
-    all.emplace_back(&runs[i].peak_rss_bytes, scale);
+    all.emplace_back(&measured_memory(runs[i]), scale);
+    all.emplace_back(&runs[i].device_used_bytes, scale);
   }
   const Range y = value_range(all, false, true);
+  // The device's own count adds what the ledger does not plan (the driver's context, other processes), so it
+  // is drawn beside the measurement (short dashes, in the legend), not as it.
   frame(v, x, y, "Memory: planned (dashed), measured (solid)", gib ? "GiB" : "MiB");
   bool any = false;
   for (size_t i = 0; i < runs.size(); ++i) {
     draw_series(planned[i], y, scale, run_colour(i), kDashed, false);
-    draw_series(runs[i].peak_rss_bytes, y, scale, run_colour(i), kSolid, false);
-    any = any || !planned[i].empty() || !runs[i].peak_rss_bytes.empty();
+    draw_series(measured_memory(runs[i]), y, scale, run_colour(i), kSolid, false);
+    draw_series(runs[i].device_used_bytes, y, scale, run_colour(i), kShortDashed, false);
+    any = any || !planned[i].empty() || !measured_memory(runs[i]).empty();
   }
   if (!any) no_data_note("no memory records in these runs");
 }
@@ -259,22 +270,42 @@ double median_finite(const Series& s) {
   return v[v.size() / 2];
 }
 
-// Two lines under each run's name: where its loss ended and how fast it went, and its memory.
-std::pair<std::string, std::string> run_summary(const RunMetrics& run) {
+// The lines under each run's name: where its loss ended and how fast it went, then its memory (a second
+// memory line on a device: what the device has in use, and the host's peak).
+std::vector<std::string> run_summary(const RunMetrics& run) {
   std::string loss = fmt::format("steps {:g}-{:g}: loss {:.4g}", run.loss.step.front(), run.loss.step.back(),
                                  last_finite(run.loss));
   if (!run.val_loss.empty()) loss += fmt::format(", validation {:.4g}", last_finite(run.val_loss));
   if (!run.tokens_per_s.empty()) loss += ", " + tick_text(median_finite(run.tokens_per_s)) + " tokens/s (median)";
+  std::vector<std::string> lines = {loss};
   std::string memory;
   const auto add = [&](const std::string& part) { memory += (memory.empty() ? "memory: " : ", ") + part; };
-  if (!run.peak_rss_bytes.empty()) add("peak " + bytes_text(last_finite(run.peak_rss_bytes)));
-  if (run.memory_planned_bytes) add("planned " + bytes_text(*run.memory_planned_bytes));
+  const bool device = !run.device_held_bytes.empty();
+  if (device) {
+    const double held = last_finite(run.device_held_bytes);
+    const bool as_planned = run.memory_planned_bytes && *run.memory_planned_bytes == held;
+    add("device " + bytes_text(held) + (as_planned ? " as planned" : " held"));
+    if (run.memory_planned_bytes && !as_planned) add("planned " + bytes_text(*run.memory_planned_bytes));
+  } else {
+    if (!run.peak_rss_bytes.empty()) add("peak " + bytes_text(last_finite(run.peak_rss_bytes)));
+    if (run.memory_planned_bytes) add("planned " + bytes_text(*run.memory_planned_bytes));
+  }
   if (run.activations_planned_bytes && run.activations_measured_bytes)
     add(*run.activations_planned_bytes == *run.activations_measured_bytes
             ? "activations as planned"
             : fmt::format("activations {} measured, {} planned", bytes_text(*run.activations_measured_bytes),
                           bytes_text(*run.activations_planned_bytes)));
-  return {loss, memory};
+  if (!memory.empty()) lines.push_back(memory);
+  if (device) {
+    std::string use;
+    if (!run.device_used_bytes.empty())
+      use = fmt::format("device in use {}{}", bytes_text(last_finite(run.device_used_bytes)),
+                        run.device_total_bytes ? " of " + bytes_text(*run.device_total_bytes) : "");
+    if (!run.peak_rss_bytes.empty())
+      use += (use.empty() ? "" : ", ") + std::string("host peak ") + bytes_text(last_finite(run.peak_rss_bytes));
+    if (!use.empty()) lines.push_back(use);
+  }
+  return lines;
 }
 
 void legend_panel(const std::vector<RunMetrics>& runs, const Viewport& v) {
@@ -297,13 +328,17 @@ void legend_panel(const std::vector<RunMetrics>& runs, const Viewport& v) {
   for (size_t i = 0; i < runs.size(); ++i) {
     entry(PL_LEGEND_LINE, run_colour(i), kSolid, false,
           runs[i].label + (runs[i].settings.empty() ? "" : ": " + runs[i].settings));
-    const auto [loss, memory] = run_summary(runs[i]);
-    entry(PL_LEGEND_NONE, kInk, kSolid, false, loss);
-    if (!memory.empty()) entry(PL_LEGEND_NONE, kInk, kSolid, false, memory);
+    for (const std::string& line : run_summary(runs[i])) entry(PL_LEGEND_NONE, kInk, kSolid, false, line);
   }
-  entry(PL_LEGEND_LINE, kInk, kSolid, false, "train loss; memory measured (peak resident set)");
+  size_t devices = 0;
+  for (const RunMetrics& run : runs) devices += !run.device_held_bytes.empty();
+  entry(PL_LEGEND_LINE, kInk, kSolid, false,
+        devices == 0              ? "train loss; memory measured (peak resident set)"
+        : devices == runs.size() ? "train loss; memory measured (device bytes the run holds)"
+                                  : "train loss; memory measured (device bytes held, or peak resident set)");
   entry(PL_LEGEND_LINE, kInk, kDashed, true, "validation loss");
   entry(PL_LEGEND_LINE, kInk, kDashed, false, "memory planned (the ledger's total)");
+  if (devices > 0) entry(PL_LEGEND_LINE, kInk, kShortDashed, false, "device memory in use (cudaMemGetInfo)");
   std::vector<const char*> text_ptrs, symbol_ptrs;
   for (const auto& t : texts) text_ptrs.push_back(t.c_str());
   for (const auto& s : symbols) symbol_ptrs.push_back(s.c_str());

@@ -72,9 +72,12 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
     series("grad_norm", run.grad_norm);
     series("tokens_per_s", run.tokens_per_s);
     series("peak_rss_bytes", run.peak_rss_bytes);
+    series("device_held_bytes", run.device_held_bytes);
+    series("device_used_bytes", run.device_used_bytes);
     once("memory_planned_bytes", run.memory_planned_bytes);
     once("activations_planned_bytes", run.activations_planned_bytes);
     once("activations_measured_bytes", run.activations_measured_bytes);
+    once("device_total_bytes", run.device_total_bytes);
   }
   GPT_CHECK(!run.loss.empty(),
             "report: '{}' has no metrics: its metrics.jsonl holds no training step ({} line(s){}); a run writes one "

@@ -4,11 +4,14 @@
 //
 // metrics.jsonl holds one flat JSON object per line, each with "step":
 //   a step:        loss, lr, grad_norm (before clipping), ms, tokens_per_s, target_tokens, skipped,
-//                  peak_rss_bytes (the process's peak resident set so far), and per recipe loss_scale, fp8_*
+//                  peak_rss_bytes (the process's peak resident set so far), per recipe loss_scale, fp8_*,
+//                  and on a backend with device memory device_held_bytes (the run's arenas and the backend's
+//                  workspace) and device_used_bytes (the device's own count: cudaMemGetInfo)
 //   validation:    val_loss
 //   a sample:      sample
 //   memory plan:   memory_planned_bytes, activations_planned_bytes (the ledger, once per process start)
-//   measured:      activations_measured_bytes (activation arena bytes written by the first step)
+//   measured:      activations_measured_bytes (activation arena bytes written by the first step), and on a
+//                  backend with device memory device_total_bytes (the device's size)
 // A non-finite value is written as null: it becomes NaN here, a gap in the line drawn.
 #pragma once
 
@@ -33,8 +36,9 @@ struct RunMetrics {
   std::string dir;
   std::string label;     // the directory's name, set by label_runs()
   std::string settings;  // "bf16, B8 x T128 x K1, recompute none, lr 0.0006" from config.yaml; empty if unreadable
-  Series loss, val_loss, lr, grad_norm, tokens_per_s, peak_rss_bytes;
-  std::optional<double> memory_planned_bytes, activations_planned_bytes, activations_measured_bytes;
+  Series loss, val_loss, lr, grad_norm, tokens_per_s, peak_rss_bytes, device_held_bytes, device_used_bytes;
+  std::optional<double> memory_planned_bytes, activations_planned_bytes, activations_measured_bytes,
+      device_total_bytes;
   size_t unreadable_lines = 0;  // lines that are not JSON objects with a step (a torn last line of a crash)
 };
 

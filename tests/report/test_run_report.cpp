@@ -10,6 +10,7 @@
 #include "train/trainer.h"
 
 #include <expat.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -177,6 +178,38 @@ TEST(RunReport, NonFiniteValuesAndATornLastLineStillDraw) {
   EXPECT_TRUE(has_text_containing(texts, "Loss: train (solid), validation (dashed) (log scale)"));
   EXPECT_TRUE(has_text_containing(texts, "Gradient norm before clipping (log scale)"));
   EXPECT_TRUE(has_text_containing(texts, "no memory records in these runs"));
+}
+
+// A run on a backend with device memory (the records the CUDA backend's trainer writes): the memory panel
+// measures the device bytes the run holds against the plan and draws the device's own count beside them,
+// and the legend says both, with the host's peak.
+TEST(RunReport, ADeviceRunIsMeasuredByItsDeviceMemory) {
+  TempDir dir;
+  fs::create_directories(dir.path() / "gpu");
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::ofstream out(dir.path() / "gpu" / "metrics.jsonl");
+  out << fmt::format("{{\"step\":1,\"memory_planned_bytes\":{0},\"activations_planned_bytes\":1024,"
+                     "\"activations_measured_bytes\":1024,\"device_total_bytes\":{1}}}\n",
+                     40.5 * kMiB, 80.0 * 1024 * kMiB);
+  for (int step = 1; step <= 3; ++step)
+    out << fmt::format("{{\"step\":{0},\"loss\":{1},\"lr\":0.001,\"grad_norm\":1,\"tokens_per_s\":100,"
+                       "\"peak_rss_bytes\":{2},\"device_held_bytes\":{3},\"device_used_bytes\":{4}}}\n",
+                       step, 3.0 - 0.1 * step, 300.0 * kMiB, 40.5 * kMiB, 81.0 * kMiB);
+  out.close();
+  const RunMetrics run = read_run_metrics(dir.file("gpu"));
+  ASSERT_EQ(run.device_held_bytes.value.size(), 3u);
+  ASSERT_EQ(run.device_used_bytes.value.size(), 3u);
+  ASSERT_TRUE(run.device_total_bytes.has_value());
+  EXPECT_EQ(run.device_held_bytes.value[2], *run.memory_planned_bytes);
+  const ReportFiles files = write_run_report({dir.file("gpu")}, dir.file("gpu/report"));
+  expect_png(files.png, kReportWidth, kReportHeight);
+  const auto texts = svg_texts(files.svg);
+  for (const char* text : {"Memory: planned (dashed), measured (solid)",
+                           "memory: device 40.5 MiB as planned, activations as planned",
+                           "device in use 81.0 MiB of 80.00 GiB, host peak 300.0 MiB",
+                           "train loss; memory measured (device bytes the run holds)",
+                           "device memory in use (cudaMemGetInfo)"})
+    EXPECT_TRUE(has_text_containing(texts, text)) << text;
 }
 
 TEST(RunReport, TrainingWithLogReportDrawsAtCheckpointsAndAFailureOnlyWarns) {
