@@ -96,6 +96,12 @@ size_t CudaBackend::reserved_bytes() const {
   return ctx_.scratch_bytes + sizeof(InputErrors) + gemm_->device_bytes();
 }
 
+std::optional<DeviceMemoryUse> CudaBackend::device_memory() const {
+  size_t free = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return DeviceMemoryUse{allocated_bytes_ + reserved_bytes(), total - free, total};
+}
+
 void* CudaBackend::allocate(size_t bytes) {
   void* p = nullptr;
   const cudaError_t status = cudaMalloc(&p, bytes);

@@ -44,6 +44,8 @@ class CudaBackend final : public Backend {
   BackendCapabilities capabilities() const override;
   // All it holds outside the arenas is what it reserved at construction (capabilities() reports it too).
   size_t workspace_bytes() const override { return reserved_bytes(); }
+  // held: allocated_bytes() + reserved_bytes(); used and total from cudaMemGetInfo.
+  std::optional<DeviceMemoryUse> device_memory() const override;
   const DeviceInfo& info() const { return info_; }
 
   void* allocate(size_t bytes) override;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace gpt {
@@ -83,6 +84,16 @@ struct BackendCapabilities {
   bool pinned_host_memory = false;
 };
 
+// A device's memory as the backend sees it now. held: the bytes the backend allocated (the arenas and
+// what it reserved for itself), which the ledger plans and which do not change inside a step. used and
+// total: the device's own count (cudaMemGetInfo), which adds the driver's context, the kernels' code as
+// the runtime loads it, the libraries' state and any other process on the device.
+struct DeviceMemoryUse {
+  uint64_t held = 0;
+  uint64_t used = 0;
+  uint64_t total = 0;
+};
+
 // Every virtual is pure, defaults included (HostMemoryBackend below has those of a backend on host memory),
 // so a wrapper that passes calls on (backend/forwarding_backend.h) does not compile until it forwards a
 // new one: a virtual with a default here would silently skip the wrapped backend.
@@ -98,6 +109,8 @@ class Backend {
   // The bytes the backend holds for itself now, outside the arenas: what the first step's memory check
   // sets beside the ledger's backend workspace.
   virtual size_t workspace_bytes() const = 0;
+  // nullopt where the backend's device memory is the host's (the process's resident set measures it).
+  virtual std::optional<DeviceMemoryUse> device_memory() const = 0;
 
   // Memory: the arenas are the only callers of allocate/deallocate.
   virtual void* allocate(size_t bytes) = 0;
@@ -138,6 +151,7 @@ class Backend {
 class HostMemoryBackend : public Backend {
  public:
   size_t workspace_bytes() const override { return capabilities().reserved_device_bytes; }
+  std::optional<DeviceMemoryUse> device_memory() const override { return std::nullopt; }
   void* allocate_pinned(size_t) override { return nullptr; }
   void deallocate_pinned(void*) override {}
   uint64_t transfer_to_host(void* host_dst, const void* src, size_t bytes) override {

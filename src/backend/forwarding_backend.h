@@ -22,6 +22,7 @@ class ForwardingBackend : public Backend {
   Device device() const override { return inner_.device(); }
   BackendCapabilities capabilities() const override { return inner_.capabilities(); }
   size_t workspace_bytes() const override { return inner_.workspace_bytes(); }
+  std::optional<DeviceMemoryUse> device_memory() const override { return inner_.device_memory(); }
 
   void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
   void deallocate(void* ptr) override { inner_.deallocate(ptr); }

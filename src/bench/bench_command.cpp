@@ -213,8 +213,9 @@ int run(const std::vector<std::string>& argv) {
   };
   if (warmup == 0) start_counting();
   poison_arena(model.activation_arena(), prof);
+  const std::optional<DeviceMemoryUse> device_before = prof.device_memory();
   const double first_ms = step();
-  const MeasuredMemory measured = measure_step_memory(model.activation_arena(), prof);
+  const MeasuredMemory measured = measure_step_memory(model.activation_arena(), prof, device_before);
   const PlannedVsMeasured memory = compare_with_ledger(planned, measured);
   for (int i = 1; i < warmup; ++i) step();
   if (warmup > 0) start_counting();
@@ -233,6 +234,7 @@ int run(const std::vector<std::string>& argv) {
   fmt::print("\nsteps      {} warm-up, {} timed; load average at end: {}; last loss {:.4f}, gradient norm {:.4f}{}\n",
              warmup, steps, load_end, last.loss, last.grad_norm, last.applied ? "" : " (update not applied)");
   for (const std::string& line : memory.lines) fmt::print("memory     {}\n", line);
+  for (const std::string& note : memory.notes) fmt::print("memory     {}\n", note);
   if (cfg.memory.offload != "none")
     fmt::print("offload    host AdamW {:.1f} ms a step; the device waits for the host {:.1f} ms a step, {:.1f}% of the "
                "step (from the norm until the weights' copies are queued)\n",

@@ -35,8 +35,14 @@ uint64_t written_bytes(Arena& arena, Backend& backend) {
   return total;
 }
 
-MeasuredMemory measure_step_memory(Arena& activations, Backend& backend) {
-  return {written_bytes(activations, backend), backend.workspace_bytes()};
+MeasuredMemory measure_step_memory(Arena& activations, Backend& backend, std::optional<DeviceMemoryUse> device_before) {
+  // written_bytes synchronises (its copy to the host), so the device's count below includes the whole step.
+  MeasuredMemory m;
+  m.activations = written_bytes(activations, backend);
+  m.backend_workspace = backend.workspace_bytes();
+  m.device_before = device_before;
+  m.device_after = backend.device_memory();
+  return m;
 }
 
 }  // namespace gpt

@@ -9,6 +9,7 @@
 #include "core/arena.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace gpt {
 
@@ -17,11 +18,14 @@ void poison_arena(Arena& arena, Backend& backend);
 uint64_t written_bytes(Arena& arena, Backend& backend);
 
 // What a step used, measured after it: the activation buffers it wrote (the arena poisoned before the
-// step) and the device bytes the backend holds for itself now.
+// step), the device bytes the backend holds for itself now, and on a backend with device memory of its
+// own (Backend::device_memory) that memory before the step and after it.
 struct MeasuredMemory {
   uint64_t activations = 0;
   uint64_t backend_workspace = 0;
+  std::optional<DeviceMemoryUse> device_before, device_after;
 };
-MeasuredMemory measure_step_memory(Arena& activations, Backend& backend);
+// device_before: backend.device_memory() taken before the step (after poisoning).
+MeasuredMemory measure_step_memory(Arena& activations, Backend& backend, std::optional<DeviceMemoryUse> device_before);
 
 }  // namespace gpt

@@ -30,6 +30,7 @@ std::string MemoryLedger::table() const {
   for (int u = 0; u < kActivationUses; ++u) row(std::string("activations: ") + activation_use_name(static_cast<ActivationUse>(u)), activation[u]);
   if (adapter_scratch > 0) row("LoRA products scratch", adapter_scratch);
   row("communication buffers", communication);
+  if (fp8_state > 0) row("FP8 scaling state", fp8_state);
   row("backend workspace", backend_workspace);
   row("total", total(), host_total());
   return s;

@@ -27,6 +27,9 @@ struct MemoryLedger {
   uint64_t optimizer = 0;  // AdamW m and v
   uint64_t activation[kActivationUses] = {};
   uint64_t communication = 0;  // gradient buckets of data parallelism
+  // The fp8 recipe's scaling state on the device: scale, inverse, amax and counts per scaled tensor
+  // (fp8_state_layout in precision/fp8_state.h).
+  uint64_t fp8_state = 0;
   // Held by the backend itself outside the arenas from its construction on: a GPU's matrix-product
   // workspace and op scratch (0 on the CPU).
   uint64_t backend_workspace = 0;
@@ -46,7 +49,8 @@ struct MemoryLedger {
   uint64_t weights() const { return parameters + master_staging + frozen_weights + compute_weights; }
   // Device bytes: what a device budget (memory.budget) and the arenas on the device hold.
   uint64_t total() const {
-    return weights() + gradients + optimizer + activations() + adapter_scratch + communication + backend_workspace;
+    return weights() + gradients + optimizer + activations() + adapter_scratch + communication + fp8_state +
+           backend_workspace;
   }
   uint64_t host_total() const { return host_parameters + host_gradients + host_optimizer; }
   // One line per component: its device bytes, and its host bytes when any component has some.

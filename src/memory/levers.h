@@ -70,10 +70,13 @@ struct LeverRow {
   double bytes_sent_per_step = 0.0;
   uint64_t host_traffic_per_step = 0;  // under optimizer offload: the gradients to the host, FP32 weights back
 
-  // The four components and the rest of the ledger (communication buffers, backend workspace, LoRA scratch),
+  // The four components and the rest of the ledger (communication buffers, FP8 scaling state, backend
+  // workspace, LoRA scratch),
   // which sum to ledger.total(), the device's bytes; ledger.host_total() is what offload keeps on the host.
   uint64_t params() const { return ledger.weights(); }
-  uint64_t other() const { return ledger.adapter_scratch + ledger.communication + ledger.backend_workspace; }
+  uint64_t other() const {
+    return ledger.adapter_scratch + ledger.communication + ledger.fp8_state + ledger.backend_workspace;
+  }
 };
 
 // The rows, as data: the FP32 baseline (the configured model, sequence length and global batch, in fp32 with

@@ -91,11 +91,11 @@ std::string lever_report(const LeverTable& table, const BackendCapabilities& bac
          "base. Under offload with a 16/8-bit recipe the masters are in host memory only and params holds the\n"
          "compute copy and an FP32 staging buffer of one block's largest tensor that they are cast from; in fp32\n"
          "the forward reads the masters, which stay on the device.\n"
-         "other: communication buffers, the backend's own workspace and LoRA scratch; the columns sum to total,\n"
-         "the ledger's total for that row's config (gpt-train plan --set ... shows its lines); every column before\n"
-         "host is device memory. host: what optimizer offload keeps in host memory (FP32 masters, the gradients'\n"
-         "host copy, AdamW moments); host/step: the gradients copied to the host and the FP32 weights written\n"
-         "back each optimizer step.\n"
+         "other: communication buffers, the FP8 scaling state, the backend's own workspace and LoRA scratch; the\n"
+         "columns sum to total, the ledger's total for that row's config (gpt-train plan --set ... shows its\n"
+         "lines); every column before host is device memory. host: what optimizer offload keeps in host memory\n"
+         "(FP32 masters, the gradients' host copy, AdamW moments); host/step: the gradients copied to the host and\n"
+         "the FP32 weights written back each optimizer step.\n"
          "extra fwd: forward FLOPs recomputed per step as a share of a plain step (forward + backward). Accumulation\n"
          "costs none, but smaller micro-batches keep the matrix products less busy: measure with gpt-train bench.\n"
          "sent/step: bytes each rank sends per optimizer step (ring algorithms): the gradients' all-reduce, or under\n"
@@ -150,6 +150,7 @@ nlohmann::ordered_json lever_report_json(const LeverTable& table, const BackendC
       ledger["activations"][activation_use_name(static_cast<ActivationUse>(u))] = l.activation[u];
     ledger["adapter_scratch"] = l.adapter_scratch;
     ledger["communication"] = l.communication;
+    ledger["fp8_state"] = l.fp8_state;
     ledger["backend_workspace"] = l.backend_workspace;
     r["flops"] = {{"forward", row.flops.forward},
                   {"recompute", row.flops.recompute},

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "layout/lora_layout.h"
 #include "layout/parameter_layout.h"
+#include "precision/fp8_state.h"
 #include "precision/precision_layout.h"
 #include "precision/recipe.h"
 
@@ -28,6 +29,7 @@ MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int
   MemoryLedger ledger = memory_ledger(config.model, plan, DType::F32);
   const ParameterLayout masters(config.model, DType::F32);
   if (precision.compute_weights()) ledger.compute_weights = compute_weights_layout(masters, precision).total_bytes();
+  if (precision.recipe().recipe == RecipeKind::Fp8) ledger.fp8_state = fp8_state_layout(precision).total_bytes();
   ledger.gradients = ParameterLayout(config.model, precision.gradient()).arena_layout().total_bytes();
   ledger.backend_workspace = backend.reserved_device_bytes +
                              (precision.compute() == DType::F32 ? 0 : backend.narrow_matmul_workspace_bytes);

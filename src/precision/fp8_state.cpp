@@ -9,15 +9,21 @@ namespace gpt {
 
 static_assert(sizeof(Fp8Meta) == 5 * sizeof(float), "Fp8Meta is five 4-byte words");
 
+ArenaLayout fp8_state_layout(const PrecisionLayout& layout) {
+  ArenaLayout arena("fp8_state");
+  arena.add("meta", {static_cast<int64_t>(std::max<size_t>(layout.slots(), 1)), 5}, DType::F32);
+  return arena;
+}
+
 Fp8State::Fp8State(const PrecisionLayout& layout, Backend& backend)
     : backend_(backend), table_(layout.recipe().fp8.scaling) {
   GPT_CHECK(layout.recipe().recipe == RecipeKind::Fp8, "FP8 scaling state needs the fp8 recipe, not {}",
             recipe_name(layout.recipe().recipe));
   for (size_t i = 0; i < layout.slots(); ++i) table_.add(layout.slot_name(i), layout.slot_format(i));
+  GPT_CHECK(table_.size() == layout.slots(), "FP8 scaling table: {} slots for the layout's {}", table_.size(),
+            layout.slots());
+  arena_ = std::make_unique<Arena>(fp8_state_layout(layout), backend_);
   const auto n = static_cast<int64_t>(std::max<size_t>(table_.size(), 1));
-  ArenaLayout arena("fp8_state");
-  arena.add("meta", {n, 5}, DType::F32);
-  arena_ = std::make_unique<Arena>(std::move(arena), backend_);
   device_ = static_cast<Fp8Meta*>(arena_->base());
   host_.assign(static_cast<size_t>(n), Fp8Meta{});
   amaxes_.assign(static_cast<size_t>(n), 0.0f);

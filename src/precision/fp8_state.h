@@ -31,6 +31,10 @@ struct Fp8StepStats {
   int64_t saturated = 0;                      // values whose scaled magnitude exceeded the format's max
 };
 
+// The backend arena of the scaling state: one Fp8Meta per scaling slot of the layout (at least one, so the
+// arena is never empty). Fp8State allocates it and the memory ledger counts it (MemoryLedger::fp8_state).
+ArenaLayout fp8_state_layout(const PrecisionLayout& layout);
+
 class Fp8State {
  public:
   Fp8State(const PrecisionLayout& layout, Backend& backend);
@@ -39,6 +43,8 @@ class Fp8State {
   Fp8State& operator=(const Fp8State&) = delete;
 
   size_t slots() const { return table_.size(); }
+  // The backend bytes of the state (fp8_state_layout), which the ledger plans.
+  size_t device_bytes() const { return arena_->layout().total_bytes(); }
   // Slot i's state in backend memory, for Tensor::scaling.
   Fp8Meta* meta(int slot) const;
   // Adds to the values stored through a slot this step (the statistics' denominator).

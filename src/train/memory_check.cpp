@@ -39,6 +39,7 @@ void check_fits_host_memory(std::span<const MemoryLedger> node_ledgers, const Ho
     sum.optimizer += l.optimizer;
     for (int u = 0; u < kActivationUses; ++u) sum.activation[u] += l.activation[u];
     sum.communication += l.communication;
+    sum.fp8_state += l.fp8_state;
     sum.backend_workspace += l.backend_workspace;
     sum.host_parameters += l.host_parameters;
     sum.host_gradients += l.host_gradients;
@@ -85,6 +86,23 @@ PlannedVsMeasured compare_with_ledger(const MemoryLedger& planned, const Measure
   line("backend workspace", planned.backend_workspace, measured.backend_workspace);
   line("activations + backend workspace", planned.activations() + planned.backend_workspace,
        measured.activations + measured.backend_workspace);
+  if (const auto& after = measured.device_after) {
+    line("device memory held (every arena and the backend's workspace)", planned.total(), after->held);
+    const uint64_t before = measured.device_before ? measured.device_before->used : after->used;
+    const std::string grew =
+        after->used > before
+            ? fmt::format("the first step added {} outside the run's arenas (kernels loaded on first use, the "
+                          "libraries' state)",
+                          format_bytes(after->used - before))
+            : "the first step added nothing";
+    out.notes.push_back(fmt::format(
+        "device memory: the run holds {}{}; in use (cudaMemGetInfo) {} before the first step, {} after, of {}; {}; {} "
+        "beyond what the run holds (the driver's context, the libraries, any other process on the device)",
+        format_bytes(after->held),
+        after->held == planned.total() ? ", as the ledger planned" : fmt::format(", the ledger planned {}", format_bytes(planned.total())),
+        format_bytes(before), format_bytes(after->used), format_bytes(after->total), grew,
+        format_bytes(after->used > after->held ? after->used - after->held : 0)));
+  }
   return out;
 }
 

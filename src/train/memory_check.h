@@ -35,9 +35,13 @@ inline void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory&
 }
 
 // The first step's check of the ledger: one line per measured component (activations, backend
-// workspace) and one for their sum, each planned beside measured; equal when every line agrees.
+// workspace) and one for their sum, each planned beside measured, and on a backend with device memory of
+// its own one for the device bytes the run holds (the ledger's total); equal when every line agrees.
+// notes: what the device's own count (cudaMemGetInfo) says beside it, which the ledger does not plan (the
+// driver's context, kernels loaded on first use, other processes) and so is reported, not compared.
 struct PlannedVsMeasured {
   std::vector<std::string> lines;
+  std::vector<std::string> notes;
   bool equal = true;
 };
 PlannedVsMeasured compare_with_ledger(const MemoryLedger& planned, const MeasuredMemory& measured);

@@ -466,12 +466,16 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
       train_loader_->next_batch(std::span(inputs_).subspan(k * micro, micro), std::span(targets_).subspan(k * micro, micro));
     // The first step of a process also measures what it wrote of the activation arena.
     const bool measure = step_ == first_step;
-    if (measure) poison_arena(model_->activation_arena(), *backend_);
+    std::optional<DeviceMemoryUse> device_before;
+    if (measure) {
+      poison_arena(model_->activation_arena(), *backend_);
+      device_before = backend_->device_memory();
+    }
     good.reset();
     const StepResult r = train_step(inputs_, targets_);
     if (r.nonfinite.empty() || t.on_nonfinite != "stop") good = train_loader_->position();
     if (measure) {
-      const MeasuredMemory measured = measure_step_memory(model_->activation_arena(), *backend_);
+      const MeasuredMemory measured = measure_step_memory(model_->activation_arena(), *backend_, device_before);
       summary.measured_activation_bytes = measured.activations;
       const MemoryLedger ledger = rank_ledger();
       const PlannedVsMeasured check = compare_with_ledger(ledger, measured);
@@ -479,10 +483,15 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
         if (check.equal) spdlog::debug("{}", line);
         else spdlog::warn("{}", line);
       }
+      for (const std::string& note : check.notes) spdlog::info("{}", note);
       if (metrics_) {
-        metrics_->write(JsonLine().add("step", r.step).add("memory_planned_bytes", static_cast<int64_t>(ledger.total()))
-                            .add("activations_planned_bytes", static_cast<int64_t>(model_->activation_plan().total_bytes()))
-                            .add("activations_measured_bytes", static_cast<int64_t>(measured.activations)));
+        JsonLine line;
+        line.add("step", r.step)
+            .add("memory_planned_bytes", static_cast<int64_t>(ledger.total()))
+            .add("activations_planned_bytes", static_cast<int64_t>(model_->activation_plan().total_bytes()))
+            .add("activations_measured_bytes", static_cast<int64_t>(measured.activations));
+        if (measured.device_after) line.add("device_total_bytes", static_cast<int64_t>(measured.device_after->total));
+        metrics_->write(line);
       }
     }
     if (!r.nonfinite.empty() && t.on_nonfinite == "stop") {
@@ -532,6 +541,11 @@ void Trainer::train_loop(TrainSummary& summary, int64_t first_step, double& tota
           .add("target_tokens", r.target_tokens)
           .add("skipped", static_cast<int64_t>(!r.applied))
           .add("peak_rss_bytes", static_cast<int64_t>(peak_resident_bytes()));
+      // Nothing is allocated inside a step, so what the run holds at its end is its peak; the device's count
+      // (cudaMemGetInfo) shows what else the device holds, the other processes' included.
+      if (const std::optional<DeviceMemoryUse> device = backend_->device_memory())
+        line.add("device_held_bytes", static_cast<int64_t>(device->held))
+            .add("device_used_bytes", static_cast<int64_t>(device->used));
       if (scaler_) line.add("loss_scale", r.loss_scale).add("overflow_steps", r.overflow_steps);
       if (fp8)
         line.add("fp8_scale_min", static_cast<double>(r.fp8.scale_min))

@@ -35,6 +35,7 @@ class RecordingBackend final : public Backend {
   Device device() const override { return Device::CPU; }
   BackendCapabilities capabilities() const override { return {false, false}; }
   size_t workspace_bytes() const override { return 12345; }
+  std::optional<DeviceMemoryUse> device_memory() const override { return DeviceMemoryUse{111, 222, 333}; }
   void* allocate(size_t bytes) override {
     void* p = std::malloc(bytes);
     record("allocate", p);
@@ -181,6 +182,11 @@ TEST(ProfilingBackend, ForwardsMemoryTransfersAndTheCommunicatorUntimed) {
   RecordingBackend inner;
   ProfilingBackend prof(inner);
   EXPECT_EQ(prof.workspace_bytes(), 12345u);
+  const std::optional<DeviceMemoryUse> memory = prof.device_memory();
+  ASSERT_TRUE(memory.has_value());
+  EXPECT_EQ(memory->held, 111u);
+  EXPECT_EQ(memory->used, 222u);
+  EXPECT_EQ(memory->total, 333u);
   void* block = prof.allocate(32);
   prof.deallocate(block);
   void* pinned = prof.allocate_pinned(sizeof(inner.pinned));

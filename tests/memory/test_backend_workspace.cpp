@@ -120,6 +120,7 @@ TEST(BackendWorkspace, FirstStepFindsPlannedEqualToMeasured) {
   GPT model(c.model, c.train.batch_size, c.train.seq_len, backend, DType::F32, policy, PrecisionRecipe{});
   model.init_weights(5);
   poison_arena(model.activation_arena(), backend);
+  const std::optional<DeviceMemoryUse> device_before = backend.device_memory();
   const std::vector<int32_t> tokens = random_tokens(c.train.batch_size * c.train.seq_len, c.model.vocab_size, 1);
   const StepContext ctx{1, 0, 0, true};
   model.zero_grads();
@@ -127,17 +128,20 @@ TEST(BackendWorkspace, FirstStepFindsPlannedEqualToMeasured) {
   model.backward(ctx);
   model.gradient_norm_squared();  // the step's last use of the activation arena (its reduction scratch)
 
-  const MeasuredMemory measured = measure_step_memory(model.activation_arena(), backend);
+  const MeasuredMemory measured = measure_step_memory(model.activation_arena(), backend, device_before);
   EXPECT_EQ(measured.backend_workspace, kReserved);
   const PlannedVsMeasured check = compare_with_ledger(planned, measured);
   EXPECT_TRUE(check.equal);
+  // The CPU's device memory is the host's: no device line, nothing from cudaMemGetInfo.
+  EXPECT_FALSE(measured.device_after.has_value());
   ASSERT_EQ(check.lines.size(), 3u);
+  EXPECT_TRUE(check.notes.empty());
   EXPECT_EQ(check.lines[1], fmt::format("backend workspace: planned 3.0 MiB ({0} B), measured 3.0 MiB ({0} B): equal",
                                         kReserved));
 
   // A backend that grew its scratch during the step holds more than was planned.
   backend.reserve(kReserved + 4096);
-  const PlannedVsMeasured grown = compare_with_ledger(planned, measure_step_memory(model.activation_arena(), backend));
+  const PlannedVsMeasured grown = compare_with_ledger(planned, measure_step_memory(model.activation_arena(), backend, std::nullopt));
   EXPECT_FALSE(grown.equal);
   EXPECT_NE(grown.lines[1].find("DIFFERENT"), std::string::npos) << grown.lines[1];
   EXPECT_NE(grown.lines[0].find("equal"), std::string::npos) << grown.lines[0];

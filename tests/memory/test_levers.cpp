@@ -62,6 +62,7 @@ void expect_same_ledger(const MemoryLedger& got, const MemoryLedger& want, const
   EXPECT_EQ(got.optimizer, want.optimizer);
   for (int u = 0; u < kActivationUses; ++u) EXPECT_EQ(got.activation[u], want.activation[u]) << "activation use " << u;
   EXPECT_EQ(got.communication, want.communication);
+  EXPECT_EQ(got.fp8_state, want.fp8_state);
   EXPECT_EQ(got.backend_workspace, want.backend_workspace);
   EXPECT_EQ(got.host_parameters, want.host_parameters);
   EXPECT_EQ(got.host_gradients, want.host_gradients);

@@ -88,6 +88,12 @@ TEST(PrecisionLedger, TheCpuAllocatesWhatTheLedgerPlans) {
       EXPECT_EQ(model.compute_weight_arena()->layout().total_bytes(), planned.compute_weights);
       EXPECT_LE(planned.compute_weights, planned.parameters / 2 + 256 * 4 * c.model.n_layer * 12);
     }
+    if (model.fp8()) {
+      EXPECT_EQ(model.fp8()->device_bytes(), planned.fp8_state);
+      EXPECT_GT(planned.fp8_state, 0u);
+    } else {
+      EXPECT_EQ(planned.fp8_state, 0u);
+    }
     if (name == "bf16")
       EXPECT_EQ(2 * planned.activation[static_cast<int>(ActivationUse::BlockInput)],
                 fp32_ledger.activation[static_cast<int>(ActivationUse::BlockInput)]);

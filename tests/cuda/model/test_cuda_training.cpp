@@ -7,7 +7,8 @@
 //     printed for the closing notes.
 //   - every recompute mode bitwise equal to none on CUDA, under FP32 and a narrow recipe;
 //   - planned == measured: the activation bytes the first step writes, and the device bytes the backend
-//     holds (arenas + its reserved workspace) against the model's arenas and the backend's report;
+//     holds (arenas + its reserved workspace) against the model's arenas and the backend's report, and in
+//     the trainer's records of every step against the ledger's total;
 //   - the same run twice, bitwise; kill-and-resume (3 + 3 steps against 6) bitwise.
 #include "backend/cuda_entry.h"
 #include "backend/cuda_backend.h"
@@ -21,12 +22,14 @@
 #include "cpu/gradcheck.h"
 #include "test_util.h"
 #include "train_util.h"
+#include "train/device_records.h"
 #include "train/synthetic_run.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 namespace gpt::test {
 namespace {
@@ -247,6 +250,48 @@ TEST(CudaTrainer, Tf32IsUsedOnlyWhenTheConfigAsks) {
   ASSERT_EQ(tf32.size(), 3u);
   EXPECT_NE(fp32, tf32);
   for (const auto& [step, loss] : fp32) EXPECT_NEAR(tf32.at(step), loss, 1e-2 * loss) << "step " << step;
+}
+
+// Nothing is allocated inside a step, so every step's record holds the ledger's total on the device, under
+// each recipe, with recomputation and with the optimizer offloaded (whose device column is smaller); the
+// device's own count is at least that. The CPU backend's records have no device memory.
+TEST(CudaTrainer, EveryStepHoldsTheLedgersDeviceBytes) {
+  SKIP_WITHOUT_CUDA();
+  TempDir dir;
+  const Config base = synthetic_run(dir, cycle_pattern(), 20000, false);
+  struct Case {
+    const char* recipe;
+    const char* recompute;
+    const char* offload;
+  };
+  std::optional<double> device_only_planned;
+  for (const Case& k : {Case{"fp32", "full", "none"}, Case{"bf16", "none", "none"}, Case{"fp8", "selective", "none"},
+                        Case{"bf16", "none", "optimizer"}}) {
+    SCOPED_TRACE(fmt::format("{} recompute {} offload {}", k.recipe, k.recompute, k.offload));
+    Config c = base;
+    c.train.backend = "cuda";
+    c.train.steps = 3;
+    c.precision.recipe = k.recipe;
+    c.recompute.mode = k.recompute;
+    c.memory.offload = k.offload;
+    c.log.run_dir = dir.file(fmt::format("{}_{}_{}", k.recipe, k.recompute, k.offload));
+    { Trainer(c, config_to_yaml(c)).run(); }
+    expect_device_held_as_planned(c.log.run_dir, 3);
+    const DeviceRecords d = device_records(c.log.run_dir);
+    if (std::string(k.recipe) == "bf16" && std::string(k.recompute) == "none") {
+      if (device_only_planned) EXPECT_LT(*d.planned, *device_only_planned) << "offload must shrink the device's part";
+      device_only_planned = d.planned;
+    }
+  }
+  Config cpu = base;
+  cpu.train.steps = 2;
+  cpu.log.run_dir = dir.file("cpu");
+  { Trainer(cpu, config_to_yaml(cpu)).run(); }
+  const DeviceRecords host = device_records(cpu.log.run_dir);
+  EXPECT_EQ(host.steps, 2u);
+  EXPECT_TRUE(host.held.empty());
+  EXPECT_TRUE(host.used.empty());
+  EXPECT_FALSE(host.total.has_value());
 }
 
 TEST(CudaTrainer, ResumeEqualsTheUninterruptedRun) {

@@ -4,6 +4,7 @@
 // tolerances. On a machine with GPUs the same sources would run on real NCCL.
 #include "backend/cuda_entry.h"
 #include "dist_run.h"
+#include "train/device_records.h"
 
 namespace gpt::test {
 namespace {
@@ -41,6 +42,8 @@ TEST(NcclDataParallel, OverlapOnAndOffAgreeBitwise) {
   Trainer b(off, config_to_yaml(off), &world());
   b.run();
   EXPECT_EQ(a.model().parameters_to_host(), b.model().parameters_to_host());
+  // The gradient buckets are in the ledger (communication) and held by rank 0's backend from the start.
+  if (world().rank() == 0) expect_device_held_as_planned(on.log.run_dir, 3);
 }
 
 // ZeRO-1 on the GPU: reduce-scatter into the shard, AdamW on it, all-gather of the weights, against
@@ -48,6 +51,8 @@ TEST(NcclDataParallel, OverlapOnAndOffAgreeBitwise) {
 TEST(NcclDataParallel, ZeroOneEqualsPlainDataParallelism) {
   SharedDir dir;
   expect_zero_like_plain(dir, cuda_run(dir, 2, 1, 4), "nccl");
+  // Each rank holds its shard's optimizer state and the buckets the ledger planned for it.
+  if (world().rank() == 0) expect_device_held_as_planned(dir.file("run_zero"), 4);
 }
 
 // Optimizer offload with ZeRO-1 on the GPU: each rank's shard updated by the host's AdamW (the CPU backend's)
