@@ -338,6 +338,11 @@ int run(const std::vector<std::string>& argv) {
         .add("measured_activation_bytes", static_cast<int64_t>(measured.activations))
         .add("planned_backend_workspace_bytes", static_cast<int64_t>(planned.backend_workspace))
         .add("measured_backend_workspace_bytes", static_cast<int64_t>(measured.backend_workspace))
+        .add("planned_device_bytes", static_cast<int64_t>(planned.total()));
+    if (measured.device_after)
+      json.add("held_device_bytes", static_cast<int64_t>(measured.device_after->held))
+          .add("used_device_bytes", static_cast<int64_t>(measured.device_after->used));
+    json
         .add("last_loss", last.loss)
         .add("last_grad_norm", last.grad_norm)
         .add("ms_per_step", times.mean())
