@@ -7,7 +7,7 @@
 #   scripts/gpu_check.sh [OUTDIR]
 #   scripts/gpu_check.sh --prepare [ARCH]
 #   GPU_CHECK_SKIP=bench,offload scripts/gpu_check.sh [OUTDIR]   (stages left out, of: tests, flash, bench,
-#                                                                offload, profile; each logs its seconds)
+#                                                                offload, sample, profile; each logs its seconds)
 #
 # --prepare is for GPU machines that reach no package registry and have CUDA (nvcc, cuBLASLt, NCCL) but
 # none of our other dependencies: run it beforehand on a machine that can build (default ARCH 90: H100,
@@ -20,7 +20,8 @@
 #
 # Benchmark rows: GPT-2 124M at T=1024, bf16 and fp8, recompute none/selective/full, at the largest
 # micro-batch of BATCHES (below) that fits; and the GPT-2 774M shape in bf16 and fp8 (the fp8 target is
-# 1.2x bf16 there); then GPT-2 124M and 774M in bf16 with and without optimizer offload. Each row:
+# 1.2x bf16 there); then GPT-2 124M and 774M in bf16 with and without optimizer offload; then decoding
+# speed (gpt-train sample with and without the KV cache). Each benchmark row:
 # tokens/s, MFU against the GPU's dense BF16 peak (the datasheet figure, named in the table), ms/step, the
 # time of the matrix products and of attention, the device memory the ledger planned, the bytes the run
 # holds and what the device has in use (cudaMemGetInfo, the CUDA context included), and whether the
@@ -273,6 +274,38 @@ if ! skipped offload; then
   offload_row "774M bf16" 774m 4
   took offload
 fi
+
+# Decoding: `gpt-train sample` on the GPT-2 124M shape (trained one step on a byte corpus, so the weights are
+# near their initialisation and the text is noise: the speed is what this measures), 200 tokens after a
+# 6-byte prompt, with the KV cache in fp32 and bf16 and without it in bf16: tokens/s as sample reports it.
+sample_rows=()
+if ! skipped sample; then
+  decode=$(mktemp -d)
+  yes "In the beginning God created the heaven and the earth." | head -c 1000000 >"$decode/corpus.txt"
+  if "$gpt_train" prepare --input "$decode/corpus.txt" --out "$decode/data" --tokenizer byte >"$out/sample_prepare.log" 2>&1 &&
+     limited 120 "$gpt_train" train "$root/configs/gpt2-124m.yaml" --set "data.train=$decode/data/train_*.bin" --set data.val= \
+       --set data.tokenizer=byte --set train.backend=cuda --set train.steps=1 --set train.batch_size=1 \
+       --set train.seq_len=1024 --set train.eval_every=0 --set train.sample_every=0 --set "log.run_dir=$decode/run" \
+       >"$out/sample_train.log" 2>&1; then
+    for variant in "fp32" "bf16" "bf16 --no-cache"; do
+      read -r recipe flag <<<"$variant"
+      rate=$(limited 90 "$gpt_train" sample "$decode/run" --backend cuda --max-tokens 200 --recipe "$recipe" ${flag:+"$flag"} \
+               --prompt "In the" 2>&1 | tee -a "$out/sample.log" | sed -n 's/.*: \([0-9.]*\) tokens\/s.*/\1/p' | tail -1)
+      sample_rows+=("$(printf '%-20s %12s' "$variant" "${rate:-failed}")")
+    done
+  else
+    sample_rows+=("no checkpoint to sample (see sample_prepare.log, sample_train.log)")
+  fi
+  rm -rf "$decode"
+  took sample
+fi
+
+{
+  echo
+  echo "gpu_check decoding: gpt-train sample, GPT-2 124M shape, 200 tokens"
+  printf '%-20s %12s\n' "recipe" "tokens/s"
+  printf '%s\n' "${sample_rows[@]}"
+} | tee -a "$out/summary.txt"
 
 {
   echo

@@ -4,6 +4,7 @@
 #include "gemm/matmul.h"
 #include "kernels/adamw.h"
 #include "kernels/attention.h"
+#include "kernels/attention_decode.h"
 #include "kernels/cast.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/embedding.h"
@@ -248,6 +249,7 @@ GPT_CUDA_KERNEL_OP(residual_layernorm_forward, ResidualLayerNormForwardArgs, Res
 GPT_CUDA_KERNEL_OP(layernorm_residual_backward, LayerNormResidualBackwardArgs, LayerNormResidualBackward, LayerNorm)
 GPT_CUDA_KERNEL_OP(attention_forward, AttentionForwardArgs, AttentionForward, Attention)
 GPT_CUDA_KERNEL_OP(attention_backward, AttentionBackwardArgs, AttentionBackward, Attention)
+GPT_CUDA_KERNEL_OP(attention_decode, AttentionDecodeArgs, AttentionDecode, Attention)
 GPT_CUDA_KERNEL_OP(softmax_forward, SoftmaxForwardArgs, SoftmaxForward, Softmax)
 GPT_CUDA_KERNEL_OP(softmax_backward, SoftmaxBackwardArgs, SoftmaxBackward, Softmax)
 GPT_CUDA_KERNEL_OP(gelu_forward, GeluForwardArgs, GeluForward, Gelu)

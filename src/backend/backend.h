@@ -29,6 +29,7 @@ class Communicator;  // dist/communicator.h
   X(layernorm_residual_backward, LayerNormResidualBackwardArgs, LayerNormResidualBackward, LayerNorm) \
   X(attention_forward, AttentionForwardArgs, AttentionForward, Attention) \
   X(attention_backward, AttentionBackwardArgs, AttentionBackward, Attention) \
+  X(attention_decode, AttentionDecodeArgs, AttentionDecode, Attention) \
   X(softmax_forward, SoftmaxForwardArgs, SoftmaxForward, Softmax) \
   X(softmax_backward, SoftmaxBackwardArgs, SoftmaxBackward, Softmax) \
   X(gelu_forward, GeluForwardArgs, GeluForward, Gelu) \

@@ -106,6 +106,23 @@ struct AttentionBackwardArgs {
   Tensor out;
 };
 
+// One new position's causal attention over a KV cache, every head at once: the KV-cache decoder's
+// attention (model/kv_cache_decoder.cpp). qkv [3C] holds the position's q, k and v as AttentionForwardArgs
+// lays them out; k_cache and v_cache [NH, capacity, hs] are one layer's cache, in qkv's format. The op
+// first writes the position's key and value into row length-1 of each head's cache, then per head h, over
+// the positions j < length:
+//   s_j = scale * q_h . k_h[j],   p = softmax(s),   out[h*hs + i] = sum_j p_j v_h[j][i]
+// scratch [NH, capacity] F32 is the scores' and probabilities' working memory, undefined after.
+struct AttentionDecodeArgs {
+  Tensor out;
+  Tensor qkv;
+  Tensor k_cache;
+  Tensor v_cache;
+  Tensor scratch;
+  int64_t length = 0;
+  float scale = 1.0f;
+};
+
 // Row-wise softmax over the last dimension.
 struct SoftmaxForwardArgs {
   Tensor out;

@@ -72,6 +72,34 @@ void check_residual_backward(const ResidualBackwardArgs& args) {
             args.dout.shape_string());
 }
 
+DecodeShape check_attention_decode(const AttentionDecodeArgs& args) {
+  GPT_CHECK(!args.out.empty() && !args.qkv.empty() && !args.k_cache.empty() && !args.v_cache.empty() &&
+                !args.scratch.empty(),
+            "attention_decode: out, qkv, k_cache, v_cache and scratch are required");
+  GPT_CHECK(args.k_cache.ndim == 3, "attention_decode: k_cache {} should be [NH, capacity, hs]",
+            args.k_cache.shape_string());
+  check_same_shape(args.v_cache, args.k_cache, "v_cache");
+  const DecodeShape s{args.k_cache.dim(0), args.k_cache.dim(1), args.k_cache.dim(2)};
+  const int64_t C = s.heads * s.head_size;
+  GPT_CHECK(args.out.numel() == C, "attention_decode: out {} should have NH x hs = {} elements",
+            args.out.shape_string(), C);
+  GPT_CHECK(args.qkv.numel() == 3 * C, "attention_decode: qkv {} should have 3 x NH x hs = {} elements",
+            args.qkv.shape_string(), 3 * C);
+  GPT_CHECK(args.k_cache.dtype == args.qkv.dtype && args.v_cache.dtype == args.qkv.dtype,
+            "attention_decode: the caches ({}, {}) should be in qkv's format ({})", dtype_name(args.k_cache.dtype),
+            dtype_name(args.v_cache.dtype), dtype_name(args.qkv.dtype));
+  GPT_CHECK(args.qkv.dtype == DType::F32 || args.qkv.dtype == DType::BF16 || args.qkv.dtype == DType::F16,
+            "attention_decode: qkv and the caches are {}; they take F32, BF16 or F16 (a cache keeps no FP8 scale)",
+            dtype_name(args.qkv.dtype));
+  GPT_CHECK((args.scratch.dtype == DType::F32 || args.scratch.dtype == DType::F64) && args.scratch.ndim == 2 && args.scratch.dim(0) == s.heads &&
+                args.scratch.dim(1) == s.capacity,
+            "attention_decode: scratch {} {} should be F32 (or F64) [NH, capacity] = [{}, {}]", args.scratch.shape_string(),
+            dtype_name(args.scratch.dtype), s.heads, s.capacity);
+  GPT_CHECK(args.length >= 1 && args.length <= s.capacity,
+            "attention_decode: length {} outside [1, {}] (the cache's capacity)", args.length, s.capacity);
+  return s;
+}
+
 RowShape check_softmax_forward(const SoftmaxForwardArgs& args) {
   GPT_CHECK(!args.in.empty() && !args.out.empty() && args.in.ndim >= 1, "softmax_forward: in and out are required");
   check_same_shape(args.out, args.in, "out");

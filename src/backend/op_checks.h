@@ -22,6 +22,11 @@ void check_residual_backward(const ResidualBackwardArgs& args);
 struct RowShape {
   int64_t rows, cols;
 };
+// The heads, cache capacity and head size of an attention_decode, whose tensors it checks against each other.
+struct DecodeShape {
+  int64_t heads, capacity, head_size;
+};
+DecodeShape check_attention_decode(const AttentionDecodeArgs& args);
 RowShape check_softmax_forward(const SoftmaxForwardArgs& args);
 RowShape check_softmax_backward(const SoftmaxBackwardArgs& args);
 RowShape check_layernorm_forward(const LayerNormForwardArgs& args, const char* op = "layernorm_forward");

@@ -21,8 +21,7 @@ ArenaLayout decoder_layout(const ModelConfig& m, DType cache) {
   layout.add("ln_mean", {1, 1});
   layout.add("ln_rstd", {1, 1});
   layout.add("qkv", {1, 1, 3 * C});
-  layout.add("scores", {1, T});
-  layout.add("probs", {1, T});
+  layout.add("scratch", {NH, T});  // attention_decode's scores and probabilities
   layout.add("fch", {1, 1, 4 * C});
   layout.add("fch_gelu", {1, 1, 4 * C});
   layout.add("staging", {1, 1, 4 * C});  // an FP8 input's wider source
@@ -102,7 +101,7 @@ std::span<const float> KvCacheDecoder::append(int32_t token) {
   const TensorFormat statistics{layout_.statistics(), -1};
   const Tensor x = view("x", {1, 1, C}, layout_.model(ModelTensor::Encoded));
   const Tensor mean = view("ln_mean", {1, 1}, statistics), rstd = view("ln_rstd", {1, 1}, statistics);
-  const Tensor scores = view("scores", {1, t}, statistics), probs = view("probs", {1, t}, statistics);
+  const Tensor scratch = view("scratch", {NH, capacity_}, statistics);
   const Tensor branch = view("branch", {1, 1, C}, layout_.model(ModelTensor::Branch));
   const Tensor k_cache = arena_.tensor(arena_.layout().index_of("k_cache"));
   const Tensor v_cache = arena_.tensor(arena_.layout().index_of("v_cache"));
@@ -126,18 +125,8 @@ std::span<const float> KvCacheDecoder::append(int32_t token) {
     produce(l, K::Ln1, ln1, [&](const Tensor& out) { backend_.layernorm_forward({out, mean, rstd, x, w.ln1w, w.ln1b}); });
     backend_.matmul({qkv, ln1, w.qkvw, w.qkvb, false, true});
     model_.lora_inference(l, LoraTarget::Qkv, qkv, ln1);
-    const Tensor qkv_flat = qkv.reshaped({3 * C});
     produce(l, K::Atty, atty, [&](const Tensor& out) {
-      const Tensor out_flat = out.reshaped({C});
-      for (int64_t h = 0; h < NH; ++h) {
-        const Tensor keys = k_cache[l][h], values = v_cache[l][h];
-        backend_.copy({keys[pos], qkv_flat.elements(C + h * hs, hs)});
-        backend_.copy({values[pos], qkv_flat.elements(2 * C + h * hs, hs)});
-        const Tensor q = qkv_flat.elements(h * hs, hs).reshaped({1, hs});
-        backend_.matmul({scores, q, keys.prefix({t, hs}), Tensor(), false, true, scale});
-        backend_.softmax_forward({probs, scores});
-        backend_.matmul({out_flat.elements(h * hs, hs).reshaped({1, hs}), probs, values.prefix({t, hs}), Tensor()});
-      }
+      backend_.attention_decode({out, qkv, k_cache[l], v_cache[l], scratch, t, scale});
     });
     backend_.matmul({branch, atty, w.attprojw, w.attprojb, false, true});
     model_.lora_inference(l, LoraTarget::AttnProj, branch, atty);

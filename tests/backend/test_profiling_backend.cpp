@@ -89,6 +89,7 @@ class RecordingBackend final : public Backend {
   }
   void attention_forward(const AttentionForwardArgs& a) override { record("attention_forward", a.out.data); }
   void attention_backward(const AttentionBackwardArgs& a) override { record("attention_backward", a.dqkv.data); }
+  void attention_decode(const AttentionDecodeArgs& a) override { record("attention_decode", a.out.data); }
   void softmax_forward(const SoftmaxForwardArgs& a) override { record("softmax_forward", a.out.data); }
   void softmax_backward(const SoftmaxBackwardArgs& a) override { record("softmax_backward", a.din.data); }
   void gelu_forward(const GeluForwardArgs& a) override { record("gelu_forward", a.out.data); }
@@ -133,6 +134,7 @@ TEST(ProfilingBackend, ForwardsEveryOpOnceBetweenSynchronizes) {
   prof.layernorm_residual_backward({{t}, {}});
   prof.attention_forward({t});
   prof.attention_backward({t});
+  prof.attention_decode({t});
   prof.softmax_forward({t, t});
   prof.softmax_backward({t, t, t});
   prof.gelu_forward({t, t});

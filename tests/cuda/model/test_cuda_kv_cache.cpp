@@ -1,6 +1,6 @@
 // The KV-cache decoder on the CUDA backend (on the emulator in CI), under every recipe: its one-row products
-// of mixed formats run on cuda/gemm/row_product.cu where cuBLASLt refuses them, so this is where that
-// kernel meets the model. For each recipe, from the same random weights on both backends:
+// of mixed formats run on cuda/gemm/row_product.cu where cuBLASLt refuses them, and its attention on
+// cuda/kernels/attention_decode.cu, so this is where those kernels meet the model. For each recipe, from the same random weights on both backends:
 //   - every position's cached logits on CUDA against CUDA's own full forward, within the CPU decoder test's
 //     per-recipe bounds (tests/model/test_kv_cache_decoder.cpp says where each comes from);
 //   - greedy decoding with the cache equal, token for token, to the uncached sampler on CUDA;
