@@ -137,7 +137,8 @@ int run(const std::vector<std::string>& argv) {
   const RecomputePolicy& policy = session.policy();
 
   const ModelConfig& mc = cfg.model;
-  const ModelFlops flops = model_flops(mc, T);
+  const LoraSpec lora = LoraSpec::from_config(cfg.finetune);
+  const ModelFlops flops = model_flops(mc, T, lora);
   const double model_flops_per_step = flops.per_token() * static_cast<double>(step_tokens);
   const bool cpu = session.backend().device() == Device::CPU;
 
@@ -162,9 +163,14 @@ int run(const std::vector<std::string>& argv) {
     fmt::print("backend    {}\n", session.backend().name());
   }
 
-  fmt::print("\nmodel FLOPs per token: 6N = 6 x {} = {:.1f} MFLOP (N: every parameter but the position embedding, "
-             "a lookup; nanoGPT's convention)\n",
-             group_digits(flops.counted_parameters), flops.dense_per_token / 1e6);
+  if (lora.enabled())
+    fmt::print("\nmodel FLOPs per token: 4N + 6N_a = 4 x {} + 6 x {} = {:.1f} MFLOP (LoRA: the frozen weights N run "
+               "forward and input-gradient products only, no weight gradient; the adapters N_a train as weights do)\n",
+               group_digits(flops.counted_parameters), group_digits(flops.adapter_parameters), flops.dense_per_token / 1e6);
+  else
+    fmt::print("\nmodel FLOPs per token: 6N = 6 x {} = {:.1f} MFLOP (N: every parameter but the position embedding, "
+               "a lookup; nanoGPT's convention)\n",
+               group_digits(flops.counted_parameters), flops.dense_per_token / 1e6);
   fmt::print("                     + 12 L T C = {:.1f} MFLOP (attention; the full T x T square, causal masking not "
              "discounted)\n",
              flops.attention_per_token / 1e6);
@@ -172,7 +178,7 @@ int run(const std::vector<std::string>& argv) {
              model_flops_per_step / 1e9);
 
   // The peak, at the model's GEMM shapes.
-  std::vector<GemmShape> shapes = model_gemm_shapes(mc, B, T, K);
+  std::vector<GemmShape> shapes = model_gemm_shapes(mc, B, T, K, lora);
   std::optional<GemmPeak> peak;
   if (cpu && peak_reps > 0) {
     peak = measure_gemm_peak(shapes, peak_reps);

@@ -1,5 +1,7 @@
 #include "bench/flops.h"
 
+#include "layout/parameter_layout.h"
+
 namespace gpt::bench {
 
 int64_t gpt2_parameter_count(const ModelConfig& model) {
@@ -14,12 +16,16 @@ int64_t gpt2_parameter_count(const ModelConfig& model) {
          L * per_block + 2 * C;
 }
 
-ModelFlops model_flops(const ModelConfig& model, int seq_len) {
+ModelFlops model_flops(const ModelConfig& model, int seq_len, const LoraSpec& lora) {
   ModelFlops f;
   f.parameters = gpt2_parameter_count(model);
   f.position_embedding = static_cast<int64_t>(model.context_length) * model.n_embd;
   f.counted_parameters = f.parameters - f.position_embedding;
   f.dense_per_token = 6.0 * static_cast<double>(f.counted_parameters);
+  if (lora.enabled()) {
+    f.adapter_parameters = lora_parameter_layout(model, lora, DType::F32).num_parameters();
+    f.dense_per_token = 4.0 * static_cast<double>(f.counted_parameters) + 6.0 * static_cast<double>(f.adapter_parameters);
+  }
   f.attention_per_token = 12.0 * model.n_layer * static_cast<double>(seq_len) * model.n_embd;
   return f;
 }

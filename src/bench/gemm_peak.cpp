@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 namespace gpt::bench {
 namespace {
@@ -44,21 +45,38 @@ void add_shape(std::vector<GemmShape>& shapes, GemmShape s) {
 
 }  // namespace
 
-std::vector<GemmShape> model_gemm_shapes(const ModelConfig& model, int batch, int seq_len, int grad_accum) {
+std::vector<GemmShape> model_gemm_shapes(const ModelConfig& model, int batch, int seq_len, int grad_accum,
+                                         const LoraSpec& lora) {
   const int64_t BT = static_cast<int64_t>(batch) * seq_len, C = model.n_embd, L = model.n_layer;
-  const int64_t Vp = model.padded_vocab_size(), K = grad_accum;
+  const int64_t Vp = model.padded_vocab_size(), K = grad_accum, r = lora.rank;
   struct Linear {
     const char* name;
     int64_t out_features, in_features, count;
+    std::optional<LoraTarget> target;  // the adapter a LoRA run may put on it; none on the LM head
   };
-  const Linear linears[] = {
-      {"qkv", 3 * C, C, L}, {"attn proj", C, C, L}, {"fc", 4 * C, C, L}, {"fc proj", C, 4 * C, L}, {"lm head", Vp, C, 1}};
+  const Linear linears[] = {{"qkv", 3 * C, C, L, LoraTarget::Qkv},
+                            {"attn proj", C, C, L, LoraTarget::AttnProj},
+                            {"fc", 4 * C, C, L, LoraTarget::Fc},
+                            {"fc proj", C, 4 * C, L, LoraTarget::FcProj},
+                            {"lm head", Vp, C, 1, std::nullopt}};
   std::vector<GemmShape> shapes;
   for (const Linear& l : linears) {
     const std::string name = l.name;
-    add_shape(shapes, {name + " forward", BT, l.out_features, l.in_features, false, true, 0.0f, l.count * K});
-    add_shape(shapes, {name + " backward dx", BT, l.in_features, l.out_features, false, false, 0.0f, l.count * K});
-    add_shape(shapes, {name + " backward dW", l.out_features, l.in_features, BT, true, false, 1.0f, l.count * K});
+    const int64_t calls = l.count * K, oc = l.out_features, ic = l.in_features;
+    add_shape(shapes, {name + " forward", BT, oc, ic, false, true, 0.0f, calls});
+    add_shape(shapes, {name + " backward dx", BT, ic, oc, false, false, 0.0f, calls});
+    if (!lora.enabled()) add_shape(shapes, {name + " backward dW", oc, ic, BT, true, false, 1.0f, calls});
+  }
+  for (const Linear& l : linears) {
+    if (!lora.enabled() || !l.target || !lora.has(*l.target)) continue;
+    const std::string name = std::string(l.name) + " lora";
+    const int64_t calls = l.count * K, oc = l.out_features, ic = l.in_features;
+    add_shape(shapes, {name + " h", BT, r, ic, false, true, 0.0f, 2 * calls});
+    add_shape(shapes, {name + " out", BT, oc, r, false, true, 1.0f, calls});
+    add_shape(shapes, {name + " dB", oc, r, BT, true, false, 1.0f, calls});
+    add_shape(shapes, {name + " dh", BT, r, oc, false, false, 0.0f, calls});
+    add_shape(shapes, {name + " dA", r, ic, BT, true, false, 1.0f, calls});
+    add_shape(shapes, {name + " dx", BT, ic, r, false, false, 1.0f, calls});
   }
   return shapes;
 }

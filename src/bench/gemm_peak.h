@@ -9,11 +9,17 @@
 //   forward   out [BT, OC] = x [BT, IC] W^T          m = BT, n = OC, k = IC, b transposed
 //   backward  dx [BT, IC]  = dout [BT, OC] W          m = BT, n = IC, k = OC
 //             dW [OC, IC] += dout^T x                 m = OC, n = IC, k = BT, a transposed, beta = 1
+// Under LoRA the frozen weights have no dW, and each adapted layer adds its adapters' products
+// (model/lora.cpp; h [BT, r], A [r, IC], B [OC, r]):
+//   forward   "h"   h = x A^T (m = BT, n = r, k = IC);  "out"  out += s h B^T (m = BT, n = OC, k = r)
+//   backward  "h" again;  "dB"  dB += s dout^T h (m = OC, n = r, k = BT);  "dh"  dh = s dout B (m = BT,
+//             n = r, k = OC);  "dA"  dA += dh^T x (m = r, n = IC, k = BT);  "dx"  dx += dh A (m = BT, n = IC, k = r)
 // The overall peak weights each shape by its FLOPs in a step: total FLOPs / the time they would take
 // at each shape's measured rate.
 #pragma once
 
 #include "config/config.h"
+#include "layout/lora_layout.h"
 
 #include <cstdint>
 #include <string>
@@ -34,7 +40,8 @@ struct GemmShape {
 };
 
 // The parameter GEMMs of one optimizer step of grad_accum micro-batches of batch x seq_len tokens.
-std::vector<GemmShape> model_gemm_shapes(const ModelConfig& model, int batch, int seq_len, int grad_accum);
+std::vector<GemmShape> model_gemm_shapes(const ModelConfig& model, int batch, int seq_len, int grad_accum,
+                                         const LoraSpec& lora = {});
 
 struct GemmRate {
   GemmShape shape;

@@ -1,5 +1,6 @@
 #include "memory/ledger.h"
 
+#include "layout/lora_layout.h"
 #include "layout/parameter_layout.h"
 
 #include <fmt/format.h>
@@ -46,14 +47,25 @@ MemoryLedger memory_ledger(const ModelConfig& model, const ActivationPlan& plan,
 }
 
 StepFlops step_flops(const ModelConfig& m, int batch_size, int seq_len, const RecomputePolicy& policy,
-                     bool attention_keeps_probs) {
+                     bool attention_keeps_probs, const LoraSpec& lora) {
   const double BT = static_cast<double>(batch_size) * seq_len, T = seq_len, C = m.n_embd;
-  const double block_matmul = 2.0 * BT * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
+  // A block's adapters (model/lora.cpp): forward x A^T and h B^T; backward h again, dB, dh, dA and dx.
+  double adapters_forward = 0.0, adapters_backward = 0.0;
+  for (LoraTarget t : kAllLoraTargets) {
+    if (!lora.enabled() || !lora.has(t)) continue;
+    const auto [out, in] = lora_weight_shape(t, m);
+    adapters_forward += 2.0 * BT * lora.rank * static_cast<double>(in + out);
+    adapters_backward += 2.0 * BT * lora.rank * static_cast<double>(3 * in + 2 * out);
+  }
+  const double weights = 2.0 * BT * (3 * C * C + C * C + 4 * C * C + 4 * C * C);
+  const double block_matmul = weights + adapters_forward;
   const double block_attention = 4.0 * BT * T * C;
   const double head = 2.0 * BT * C * m.padded_vocab_size();
   StepFlops f;
   f.forward = m.n_layer * (block_matmul + block_attention) + head;
   f.backward = 2.0 * f.forward;
+  // Frozen weights: only their input gradients (as many FLOPs as their forward), no weight gradients.
+  if (lora.enabled()) f.backward = m.n_layer * (weights + adapters_backward + 2.0 * block_attention) + head;
   for (int l = 0; l < m.n_layer; ++l) {
     // A full segment of n blocks reruns n blocks to rebuild its outputs and n-1 again for internals.
     if (policy.full(l)) f.recompute += (l + 1 == policy.segment_end(l) ? 1 : 2) * (block_matmul + block_attention);

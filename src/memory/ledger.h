@@ -5,6 +5,7 @@
 #pragma once
 
 #include "config/config.h"
+#include "layout/lora_layout.h"
 #include "memory/activation_plan.h"
 #include "memory/recompute.h"
 
@@ -68,8 +69,11 @@ struct StepFlops {
   double overhead() const { return recompute / (forward + backward); }
 };
 // attention_keeps_probs false (a fused attention): selective recomputation of attention reruns nothing.
+// Under LoRA (lora.enabled()) the frozen weights' products have no weight gradient (backward is the input
+// gradient alone) and each block adds its adapters' products, forward and backward, as the model issues
+// them (its backward recomputes each adapter's x A^T; bench/flops.h's model FLOPs leave that out).
 StepFlops step_flops(const ModelConfig& model, int batch_size, int seq_len, const RecomputePolicy& policy,
-                     bool attention_keeps_probs = true);
+                     bool attention_keeps_probs = true, const LoraSpec& lora = {});
 
 // The per-block activation formula of the ledger with 16-bit activations (e = 2) and the assumptions
 // of Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"):

@@ -323,7 +323,7 @@ LeverRow evaluate_lever(const Lever& lever, const Config& config, const BackendC
   const Config& c = row.variant.config;
   row.ledger = variant_ledger(row.variant, backend);
   row.flops = step_flops(c.model, c.train.batch_size, c.train.seq_len, resolve_recompute(c.recompute, c.model.n_layer),
-                         backend.attention_keeps_probs);
+                         backend.attention_keeps_probs, LoraSpec::from_config(c.finetune));
   // Offload moves each step's gradients to the host and the updated FP32 weights back (into the device's
   // masters, or through the staging buffer into the compute copy).
   if (c.memory.offload == "optimizer") row.host_traffic_per_step = row.ledger.gradients + row.ledger.host_parameters;

@@ -31,7 +31,7 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
                      budget ? "  fits " + format_bytes(*budget) : "");
   for (const RecomputePolicy& p : rows) {
     const MemoryLedger l = ledger_for(config, p, B, backend);
-    const StepFlops f = step_flops(m, B, T, p, backend.attention_keeps_probs);
+    const StepFlops f = step_flops(m, B, T, p, backend.attention_keeps_probs, LoraSpec::from_config(config.finetune));
     const bool is_configured = p.describe() == configured.describe();
     out += fmt::format("{:<50} {:>11} {:>11} {:>11} {:>11} {:>11}{} {:>8.1f}%{}\n",
                        (is_configured ? "* " : "  ") + p.describe(),

@@ -254,8 +254,8 @@ struct StepOutputs {
   std::vector<float> params;
 };
 
-StepOutputs train_step(Backend& backend, const ModelConfig& m, int B, int T) {
-  GPT model(m, B, T, backend);
+StepOutputs train_step(Backend& backend, const ModelConfig& m, int B, int T, const LoraSpec& lora = {}) {
+  GPT model(m, B, T, backend, DType::F32, {}, {}, lora);
   model.init_weights(7);
   std::vector<int32_t> tokens(static_cast<size_t>(B) * T), targets(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -299,6 +299,33 @@ TEST(ProfilingBackend, ModelIssuesTheGemmShapesTheBenchMeasures) {
   for (const bench::GemmShape& s : bench::model_gemm_shapes(m, B, T, 1))
     listed[{s.m, s.n, s.k, s.trans_a, s.trans_b}] += s.per_step;
   EXPECT_EQ(issued, listed);
+}
+
+// Under LoRA, with adapter dropout (the backward's other path): no dW for the frozen weights, and each
+// adapted layer's adapter products, call for call; and the FLOPs the model counts for them are those
+// shapes' FLOPs (bench's hardware line).
+TEST(ProfilingBackend, LoraModelIssuesTheGemmShapesTheBenchMeasures) {
+  const ModelConfig m = test::tiny_model(11, 2, 12, 2, 8);
+  const int B = 2, T = 8;
+  LoraSpec lora;
+  lora.rank = 3;
+  lora.dropout = 0.1;
+  lora.targets = {true, false, true, true};
+  cpu::CpuBackend cpu;
+  ProfilingBackend prof(cpu);
+  train_step(prof, m, B, T, lora);
+
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, int64_t> issued, listed;
+  for (const MatmulShapeTiming& s : prof.matmul_shapes()) issued[{s.m, s.n, s.k, s.trans_a, s.trans_b}] += s.calls;
+  double listed_flops = 0.0;
+  for (const bench::GemmShape& s : bench::model_gemm_shapes(m, B, T, 1, lora)) {
+    listed[{s.m, s.n, s.k, s.trans_a, s.trans_b}] += s.per_step;
+    listed_flops += s.flops() * static_cast<double>(s.per_step);
+  }
+  EXPECT_EQ(issued, listed);
+  double issued_flops = 0.0;
+  for (const MatmulShapeTiming& s : prof.matmul_shapes()) issued_flops += s.flops();
+  EXPECT_DOUBLE_EQ(issued_flops, listed_flops);
 }
 
 }  // namespace

@@ -50,6 +50,20 @@ TEST(BenchFlops, SixNPlusAttentionPerToken) {
   EXPECT_DOUBLE_EQ(bench::model_flops(tiny(), 4).attention_per_token, 12.0 * 4 * 8);
 }
 
+// LoRA: the frozen weights cost 4N (forward and input gradient), the adapters 6 N_a; rank 2 on qkv
+// (8 -> 24) and fc (8 -> 32) of the one block: N_a = 2 x (8 + 24) + 2 x (8 + 32) = 144.
+TEST(BenchFlops, LoraCountsFourNForTheFrozenWeightsAndSixForTheAdapters) {
+  LoraSpec lora;
+  lora.rank = 2;
+  lora.targets = {true, false, true, false};
+  const bench::ModelFlops f = bench::model_flops(tiny(), 8, lora);
+  EXPECT_EQ(f.counted_parameters, 1016);
+  EXPECT_EQ(f.adapter_parameters, 144);
+  EXPECT_DOUBLE_EQ(f.dense_per_token, 4.0 * 1016 + 6.0 * 144);
+  EXPECT_DOUBLE_EQ(f.attention_per_token, 12.0 * 1 * 8 * 8);
+  EXPECT_EQ(bench::model_flops(tiny(), 8).adapter_parameters, 0);
+}
+
 // Per micro-batch of BT rows each weight matrix W [OC, IC] costs 2 BT OC IC FLOPs forward and twice that
 // backward, so the listed GEMMs add up to 6 BT times the matrix parameters (the LM head included, once).
 TEST(BenchFlops, GemmShapesAddUpToSixTimesTheMatrixParameters) {

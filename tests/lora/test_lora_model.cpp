@@ -132,7 +132,7 @@ TEST(LoraMerge, MergedWeightsAreBasePlusScaledProductAndGiveTheSameLogits) {
 
 // A backward changes no byte of the frozen base and fills only the adapters' gradients; every recompute
 // mode gives the same adapter gradients bit for bit (the adapters' inputs and dropout masks are rebuilt
-// exactly).
+// exactly), and issues the FLOPs the plan counts for it.
 TEST(LoraModel, RecomputeModesGiveBitwiseEqualAdapterGradients) {
   ModelConfig m = tiny_model(37, 4, 16, 4, 12);
   m.dropout = 0.1;
@@ -159,6 +159,12 @@ TEST(LoraModel, RecomputeModesGiveBitwiseEqualAdapterGradients) {
     model.forward(tokens, targets, B, T, ctx, 1.0f / static_cast<float>(B * T));
     model.backward(ctx);
     EXPECT_EQ(raw_bytes(*model.base_arena()), base_before);
+    // The FLOPs the plan counts for a LoRA step (no weight gradients of the frozen weights, the adapters'
+    // products) are those the model issued, recomputation included.
+    const StepFlops planned = step_flops(m, B, T, policy, true, all_targets(4, 8.0, 0.1));
+    EXPECT_DOUBLE_EQ(model.flops().forward, planned.forward);
+    EXPECT_DOUBLE_EQ(model.flops().backward, planned.backward);
+    EXPECT_DOUBLE_EQ(model.flops().recompute, planned.recompute);
     const Tensor g = model.gradients_flat();
     const std::vector<float> grads(g.f32(), g.f32() + g.numel());
     EXPECT_GT(model.gradient_norm_squared(), 0.0);

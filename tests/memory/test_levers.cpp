@@ -211,7 +211,8 @@ TEST(Levers, EachRowIsTheLedgerOfItsLeversConfig) {
       }
       const Config& v = w->second;
       const StepFlops f = step_flops(v.model, v.train.batch_size, v.train.seq_len,
-                                     resolve_recompute(v.recompute, v.model.n_layer), true);
+                                     resolve_recompute(v.recompute, v.model.n_layer), true,
+                                     LoraSpec::from_config(v.finetune));
       EXPECT_EQ(row.flops.recompute, f.recompute);
       EXPECT_EQ(row.flops.forward, f.forward);
       want.erase(w);
