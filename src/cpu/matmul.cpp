@@ -1,6 +1,7 @@
 // matmul: out[M,N] = alpha * op(a)[M,K] op(b)[K,N] + beta * out + bias[N], one BLAS gemm (row-major;
-// sgemm for f32, dgemm for f64). Narrow operands with F32 ones go to narrow_matmul.h (oneDNN where the
-// CPU multiplies BF16 natively, else decoded to FP32 in the planned workspace for sgemm): FP32
+// sgemm for f32, dgemm for f64), or for one row (M = 1) one gemv (one_row_product.h). Narrow operands
+// with F32 ones go to narrow_matmul.h (oneDNN where the CPU multiplies BF16 natively, else decoded to
+// FP32 in the planned workspace for sgemm): FP32
 // accumulation, as the GPU's tensor cores; a narrow out is rounded once, after bias and beta. FP8
 // operands enter as their unscaled codes and both inverse scales multiply the accumulator, through
 // alpha, as cuBLASLt's FP8 product applies scale_a * scale_b: out = alpha a_inv b_inv (qa qb) + ... Narrow
@@ -17,6 +18,7 @@
 #include "cpu/bf16_elements.h"
 #include "cpu/dispatch.h"
 #include "cpu/narrow_matmul.h"
+#include "cpu/one_row_product.h"
 #include "cpu/wide_operands.h"
 #include "precision/float_formats.h"
 
@@ -49,6 +51,10 @@ MatrixShape as_matrix(const Tensor& t, const char* name) {
 template <class T>
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
           int ldc) {
+  if (m == 1) {
+    one_row_product<T>(trans_a, trans_b, n, k, alpha, a, lda, b, ldb, beta, c);
+    return;
+  }
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>) {

@@ -6,6 +6,7 @@
 #include "cpu/narrow_matmul.h"
 
 #include "cpu/convert.h"
+#include "cpu/one_row_product.h"
 #include "cpu/onednn_matmul.h"
 
 #include <cblas.h>
@@ -105,6 +106,11 @@ void add_rows(float* c, int64_t ldc, const float* bias, int64_t rows, int64_t co
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 1) {
+    one_row_product<float>(trans_a, trans_b, static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
+                           static_cast<int>(ldb), beta, c);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));

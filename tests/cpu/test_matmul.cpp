@@ -1,11 +1,13 @@
-// matmul against a naive triple loop (all trans flags, alpha, beta, bias; f32 and f64), and the three
-// products of a linear layer's backward checked against central finite differences in double.
+// matmul against a naive triple loop (all trans flags, alpha, beta, bias; f32 and f64; many rows and one),
+// and the three products of a linear layer's backward checked against central finite differences in double.
 #include "cpu/gradcheck.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
+#include <utility>
 
 namespace gpt {
 namespace {
@@ -44,42 +46,46 @@ struct MatmulCase {
 
 class CpuMatmul : public ::testing::TestWithParam<MatmulCase> {};
 
+// Also with one row (M = 1: the KV-cache decoder's products, which run as a gemv, one_row_product.h).
 TEST_P(CpuMatmul, MatchesNaiveLoopInF64AndF32) {
   const MatmulCase c = GetParam();
-  constexpr int64_t kB = 3, kT = 13, kM = kB * kT, kK = 21, kN = 17;
-  std::vector<double> a = random_vector(kM * kK, 11), b = random_vector(kK * kN, 12), bias = random_vector(kN, 13);
-  std::vector<double> out0 = random_vector(kM * kN, 14);
-  const std::vector<double> ref =
-      naive_matmul(a, b, c.bias ? &bias : nullptr, out0, kM, kN, kK, c.trans_a, c.trans_b, c.alpha, c.beta);
+  for (const auto& [kB, kT] : {std::pair<int64_t, int64_t>{3, 13}, {1, 1}}) {
+    SCOPED_TRACE(fmt::format("B{} T{}", kB, kT));
+    const int64_t kM = kB * kT, kK = 21, kN = 17;
+    std::vector<double> a = random_vector(kM * kK, 11), b = random_vector(kK * kN, 12), bias = random_vector(kN, 13);
+    std::vector<double> out0 = random_vector(kM * kN, 14);
+    const std::vector<double> ref =
+        naive_matmul(a, b, c.bias ? &bias : nullptr, out0, kM, kN, kK, c.trans_a, c.trans_b, c.alpha, c.beta);
 
-  // beta == 0 must ignore whatever out held, NaN included.
-  auto start = [&](const auto& init) {
-    auto v = init;
-    if (c.beta == 0.0f) std::fill(v.begin(), v.end(), NAN);
-    return v;
-  };
-  // a is [B,T,K] (leading dims folded) or, transposed, [K,M]; b is [K,N] or [N,K].
-  auto run = [&](auto& av, auto& bv, auto& biasv, auto& outv) {
-    MatmulArgs args;
-    args.out = view(outv, {kB, kT, kN});
-    args.a = c.trans_a ? view(av, {kK, kM}) : view(av, {kB, kT, kK});
-    args.b = c.trans_b ? view(bv, {kN, kK}) : view(bv, {kK, kN});
-    if (c.bias) args.bias = view(biasv, {kN});
-    args.trans_a = c.trans_a;
-    args.trans_b = c.trans_b;
-    args.alpha = c.alpha;
-    args.beta = c.beta;
-    cpu_backend().matmul(args);
-  };
+    // beta == 0 must ignore whatever out held, NaN included.
+    auto start = [&](const auto& init) {
+      auto v = init;
+      if (c.beta == 0.0f) std::fill(v.begin(), v.end(), NAN);
+      return v;
+    };
+    // a is [B,T,K] (leading dims folded) or, transposed, [K,M]; b is [K,N] or [N,K].
+    auto run = [&](auto& av, auto& bv, auto& biasv, auto& outv) {
+      MatmulArgs args;
+      args.out = view(outv, {kB, kT, kN});
+      args.a = c.trans_a ? view(av, {kK, kM}) : view(av, {kB, kT, kK});
+      args.b = c.trans_b ? view(bv, {kN, kK}) : view(bv, {kK, kN});
+      if (c.bias) args.bias = view(biasv, {kN});
+      args.trans_a = c.trans_a;
+      args.trans_b = c.trans_b;
+      args.alpha = c.alpha;
+      args.beta = c.beta;
+      cpu_backend().matmul(args);
+    };
 
-  std::vector<double> out64 = start(out0);
-  run(a, b, bias, out64);
-  EXPECT_LT(max_rel_error(out64, ref), 1e-12);
+    std::vector<double> out64 = start(out0);
+    run(a, b, bias, out64);
+    EXPECT_LT(max_rel_error(out64, ref), 1e-12);
 
-  std::vector<float> a32 = test::to_f32(a), b32 = test::to_f32(b), bias32 = test::to_f32(bias);
-  std::vector<float> out32 = start(test::to_f32(out0));
-  run(a32, b32, bias32, out32);
-  EXPECT_LT(max_rel_error(out32, ref, 1.0), 1e-5);
+    std::vector<float> a32 = test::to_f32(a), b32 = test::to_f32(b), bias32 = test::to_f32(bias);
+    std::vector<float> out32 = start(test::to_f32(out0));
+    run(a32, b32, bias32, out32);
+    EXPECT_LT(max_rel_error(out32, ref, 1.0), 1e-5);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFlags, CpuMatmul,
