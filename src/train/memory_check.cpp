@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -73,6 +74,29 @@ void check_fits_host_memory(std::span<const MemoryLedger> node_ledgers, const Ho
            ranks > 1 ? ", or start fewer ranks on a node" : "",
            offloaded.empty() ? "" : "; on this backend host and device memory are one, so memory.offload saves nothing: "
                                     "set memory.offload: none");
+}
+
+void check_fits_device_memory(const MemoryLedger& ledger, const DeviceMemoryUse& device) {
+  const uint64_t needed = ledger.total();
+  const uint64_t held = std::min<uint64_t>(device.held, needed);
+  const uint64_t free = device.total > device.used ? device.total - device.used : 0;
+  if (needed - held <= free) return;
+  // A budget of what the run may hold: what it holds now and what is free, less a margin of the free part
+  // for what the device takes beside the plan as the run starts (kernels loaded on first use, the
+  // libraries' state).
+  const uint64_t margin = std::min<uint64_t>(uint64_t{512} << 20, free / 20);
+  const uint64_t budget = (held + free - margin) / (uint64_t{1} << 20);
+  GPT_FAIL("the run needs {} of device memory (parameters {}, gradients {}, AdamW {}, activations {}{}{}, backend "
+           "workspace {}), more than the device can give it: {} is free of its {}, and {} is in use ({} of it this "
+           "backend's workspace, the rest the CUDA context and any other process on the device); set memory.budget: "
+           "{}MiB to let the planner choose a precision, micro-batch, recomputation and offload that fit "
+           "(`gpt-train plan CONFIG --budget {}MiB` shows the choice), or make train.batch_size or the model smaller",
+           format_bytes(needed), format_bytes(ledger.weights()), format_bytes(ledger.gradients),
+           format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
+           ledger.communication > 0 ? ", communication " + format_bytes(ledger.communication) : "",
+           ledger.fp8_state > 0 ? ", FP8 scaling state " + format_bytes(ledger.fp8_state) : "",
+           format_bytes(ledger.backend_workspace), format_bytes(free), format_bytes(device.total),
+           format_bytes(device.used), format_bytes(device.held), budget, budget);
 }
 
 PlannedVsMeasured compare_with_ledger(const MemoryLedger& planned, const MeasuredMemory& measured) {

@@ -34,6 +34,12 @@ inline void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory&
   check_fits_host_memory(std::span<const MemoryLedger>(&ledger, 1), host, device_memory_is_host);
 }
 
+// Throws before anything is allocated when the device bytes the ledger plans (its total, one rank's) do not
+// fit the device: the bytes the backend already holds (its workspace, which the ledger counts) plus the
+// device's free bytes. The message names what the run needs by component, what the device has, and what
+// to change, with a memory.budget for the planner that fits what is free.
+void check_fits_device_memory(const MemoryLedger& ledger, const DeviceMemoryUse& device);
+
 // The first step's check of the ledger: one line per measured component (activations, backend
 // workspace) and one for their sum, each planned beside measured, and on a backend with device memory of
 // its own one for the device bytes the run holds (the ledger's total); equal when every line agrees.

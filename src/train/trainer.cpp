@@ -146,6 +146,11 @@ RecomputePolicy Trainer::plan() {
                          : ledger_for(config_, policy, t.batch_size, backend));
     check_fits_host_memory(node, *host, backend.device_memory_is_host);
   }
+  if (const std::optional<DeviceMemoryUse> device = backend_->device_memory())
+    check_fits_device_memory(comm_->world_size() > 1 ? data_parallel_ledger(config_, policy, t.batch_size, backend,
+                                                                            comm_->world_size(), comm_->rank())
+                                                     : ledger_for(config_, policy, t.batch_size, backend),
+                             *device);
   return policy;
 }
 

@@ -1,0 +1,52 @@
+// A run too big for its device stops before anything of the plan is allocated, saying what it needs, what
+// the device has and which memory.budget fits; with that budget the planner's run fits and trains. On a
+// small emulated device (emu::configure_device), so this lives with the emulator's tests.
+#include "backend/cuda_entry.h"
+#include "emu/control.h"
+#include "memory/planner.h"
+#include "train/synthetic_run.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+
+namespace gpt::test {
+namespace {
+
+// The emulated device for one test, the default one back afterwards whatever the test did.
+struct DeviceOfSize {
+  explicit DeviceOfSize(uint64_t bytes) {
+    cuda::emu::DeviceConfig config;
+    config.global_memory_bytes = bytes;
+    cuda::emu::configure_device(config);
+  }
+  ~DeviceOfSize() { cuda::emu::configure_device(cuda::emu::DeviceConfig{}); }
+};
+
+TEST(DeviceFit, ARunTooBigForTheDeviceStopsAndNamesABudgetThatFits) {
+  TempDir dir;
+  Config c = synthetic_run(dir, cycle_pattern(), 20000, false);
+  c.train.backend = "cuda";
+  c.train.steps = 2;
+  c.train.batch_size = 16;
+  const uint64_t planned = ledger_for(c, resolve_recompute(c.recompute, c.model.n_layer), c.train.batch_size,
+                                      cuda::make_backend()->capabilities())
+                               .total();
+  // The backend's own workspace (about 40 MiB) fits, the plan's arenas beside it do not.
+  DeviceOfSize small(planned - (uint64_t{1} << 19));
+  const std::string message = error_message([&] { Trainer(c, config_to_yaml(c)); });
+  EXPECT_NE(message.find("of device memory (parameters"), std::string::npos) << message;
+  EXPECT_NE(message.find("more than the device can give it"), std::string::npos) << message;
+  EXPECT_NE(message.find("of it this backend's workspace"), std::string::npos) << message;
+  std::smatch budget;
+  ASSERT_TRUE(std::regex_search(message, budget, std::regex("set memory.budget: ([0-9]+MiB)"))) << message;
+
+  c.memory.budget = budget[1].str();
+  c.log.run_dir = dir.file("budgeted");
+  Trainer fitted(c, config_to_yaml(c));
+  EXPECT_EQ(fitted.run().status, TrainStatus::Completed);
+  EXPECT_LT(fitted.config().train.batch_size, 16) << "the planner should have shrunk the micro-batch";
+}
+
+}  // namespace
+}  // namespace gpt::test
