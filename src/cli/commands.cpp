@@ -24,6 +24,7 @@
 #include "memory/recompute.h"
 #include "model/kv_cache_decoder.h"
 #include "precision/recipe.h"
+#include "train/memory_check.h"
 #include "train/precision_state.h"
 #include "train/resume.h"
 #include "train/sampler.h"
@@ -80,7 +81,7 @@ const std::vector<OptionSpec> kSampleOptions = {
 
 const std::vector<OptionSpec> kPlanOptions = {
     {"set", "KEY=VALUE", "Override a config key (repeatable).", true},
-    {"budget", "SIZE", "Mark which rows fit this much memory, e.g. 8GiB (default: memory.budget, if set); with --levers, the budget the planner rows fit."},
+    {"budget", "SIZE", "Mark which rows fit this much memory, e.g. 8GiB, or auto (what the backend's device can give a run now) (default: memory.budget, if set); with --levers, the budget the planner rows fit."},
     {"levers", "", "Print the table of memory levers instead: each precision, accumulation, recompute and ZeRO-1 lever alone, stacked, and the planner's choice per budget."},
     {"json", "", "With --levers: print the table as JSON, for scripts."},
 };
@@ -281,14 +282,10 @@ int run_plan(const std::vector<std::string>& argv) {
     spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   }
   Config config = load_config(args.positionals[0], args.all("set"));
-  const std::string budget_text = args.get("budget", config.memory.budget);
-  std::optional<uint64_t> budget;
-  if (!budget_text.empty()) {
-    budget = parse_byte_size(budget_text);
-    GPT_CHECK(budget.has_value(), "--budget: '{}' is not a size; write e.g. 8GiB or 512MiB", budget_text);
-  }
   auto backend = make_backend(parse_backend_kind(config.train.backend),
                               {1, config.precision.tf32, parse_attention_kind(config.train.attention)});
+  const std::optional<uint64_t> budget =
+      resolve_memory_budget(args.get("budget", config.memory.budget), *backend, args.has("budget") ? "--budget" : "memory.budget");
   const BackendCapabilities capabilities = backend->capabilities();
   if (args.has("levers")) {
     const LeverTable table = lever_table(config, budget, capabilities);

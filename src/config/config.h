@@ -175,7 +175,7 @@ struct MemoryConfig {
 
   template <class V>
   void visit(V& v) {
-    v.field("budget", budget, "Memory budget such as 8GiB or 512MiB: choose the precision (bf16 for fp32, on backends that store it natively), micro-batch, accumulation steps and recompute mode that fit, keeping the global batch train.batch_size x train.grad_accum_steps (empty: use the config as given).");
+    v.field("budget", budget, "Memory budget such as 8GiB or 512MiB: choose the precision (bf16 for fp32, on backends that store it natively), micro-batch, accumulation steps and recompute mode that fit, keeping the global batch train.batch_size x train.grad_accum_steps (empty: use the config as given). auto: what the device can give the run when it starts (on CUDA what the device has free, on the CPU the host's available memory shared by the node's ranks, less 5% of it, at most 512 MiB).");
     v.choice("offload", offload, {"none", "optimizer"}, "optimizer: the FP32 master weights and the AdamW moments live in host memory and AdamW runs on the host's cores; the device keeps the weights the forward reads (under bf16, fp16 or fp8 only the compute copy, cast from the host masters through a staging buffer, on every rank of a data-parallel run; in fp32 also its FP32 weights), the gradients and the activations. On the CPU backend host and device memory are one, so it saves nothing there and runs the same code path.");
   }
 };

@@ -293,8 +293,9 @@ void validate_config(const Config& config, const KeyOrigins& origins) {
            fmt::format("use all or a number from 0 to model.n_layer = {}", m.n_layer));
   if (r.mode == "selective" && r.ops.empty())
     c.fail("recompute.ops", "is empty with recompute.mode selective", "list at least one of attention, gelu, layernorm");
-  if (!config.memory.budget.empty() && !parse_byte_size(config.memory.budget))
-    c.fail("memory.budget", fmt::format("'{}' is not a size", config.memory.budget), "write e.g. 8GiB, 512MiB or 2GB");
+  if (!config.memory.budget.empty() && config.memory.budget != "auto" && !parse_byte_size(config.memory.budget))
+    c.fail("memory.budget", fmt::format("'{}' is not a size", config.memory.budget),
+           "write e.g. 8GiB, 512MiB or 2GB, or auto (what the device can give the run when it starts)");
 
   const PrecisionConfig& pr = config.precision;
   if (!(pr.loss_scale_initial > 0 && pr.loss_scale_initial <= 3.4e38))

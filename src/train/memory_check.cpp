@@ -76,21 +76,52 @@ void check_fits_host_memory(std::span<const MemoryLedger> node_ledgers, const Ho
                                     "set memory.offload: none");
 }
 
+namespace {
+
+uint64_t device_free(const DeviceMemoryUse& device) { return device.total > device.used ? device.total - device.used : 0; }
+
+// What is held plus what is free, less the margin of the free part (memory_available_to_run).
+uint64_t available_with_margin(uint64_t held, uint64_t free) {
+  return held + free - std::min<uint64_t>(uint64_t{512} << 20, free / 20);
+}
+
+}  // namespace
+
+std::optional<uint64_t> memory_available_to_run(const Backend& backend, int ranks_on_host) {
+  if (const std::optional<DeviceMemoryUse> device = backend.device_memory())
+    return available_with_margin(device->held, device_free(*device));
+  const std::optional<HostMemory> host = host_memory();
+  if (!host) return std::nullopt;
+  return available_with_margin(0, host->available / static_cast<uint64_t>(std::max(ranks_on_host, 1)));
+}
+
+std::optional<uint64_t> resolve_memory_budget(const std::string& text, const Backend& backend, const char* key,
+                                              int ranks_on_host) {
+  if (text.empty()) return std::nullopt;
+  if (text == "auto") {
+    const std::optional<uint64_t> bytes = memory_available_to_run(backend, ranks_on_host);
+    GPT_CHECK(bytes.has_value(), "{}: auto cannot read this machine's available memory (/proc/meminfo); write a size "
+              "such as 8GiB", key);
+    return bytes;
+  }
+  const std::optional<uint64_t> bytes = parse_byte_size(text);
+  GPT_CHECK(bytes.has_value(), "{}: '{}' is not a size; write e.g. 8GiB or 512MiB, or auto (what the device can give "
+            "the run)", key, text);
+  return bytes;
+}
+
 void check_fits_device_memory(const MemoryLedger& ledger, const DeviceMemoryUse& device) {
   const uint64_t needed = ledger.total();
   const uint64_t held = std::min<uint64_t>(device.held, needed);
-  const uint64_t free = device.total > device.used ? device.total - device.used : 0;
+  const uint64_t free = device_free(device);
   if (needed - held <= free) return;
-  // A budget of what the run may hold: what it holds now and what is free, less a margin of the free part
-  // for what the device takes beside the plan as the run starts (kernels loaded on first use, the
-  // libraries' state).
-  const uint64_t margin = std::min<uint64_t>(uint64_t{512} << 20, free / 20);
-  const uint64_t budget = (held + free - margin) / (uint64_t{1} << 20);
+  const uint64_t budget = available_with_margin(device.held, free) / (uint64_t{1} << 20);
   GPT_FAIL("the run needs {} of device memory (parameters {}, gradients {}, AdamW {}, activations {}{}{}, backend "
            "workspace {}), more than the device can give it: {} is free of its {}, and {} is in use ({} of it this "
            "backend's workspace, the rest the CUDA context and any other process on the device); set memory.budget: "
            "{}MiB to let the planner choose a precision, micro-batch, recomputation and offload that fit "
-           "(`gpt-train plan CONFIG --budget {}MiB` shows the choice), or make train.batch_size or the model smaller",
+           "(`gpt-train plan CONFIG --budget {}MiB` shows the choice; memory.budget: auto takes what is free when the run "
+           "starts), or make train.batch_size or the model smaller",
            format_bytes(needed), format_bytes(ledger.weights()), format_bytes(ledger.gradients),
            format_bytes(ledger.optimizer), format_bytes(ledger.activations()),
            ledger.communication > 0 ? ", communication " + format_bytes(ledger.communication) : "",

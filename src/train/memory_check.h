@@ -34,6 +34,17 @@ inline void check_fits_host_memory(const MemoryLedger& ledger, const HostMemory&
   check_fits_host_memory(std::span<const MemoryLedger>(&ledger, 1), host, device_memory_is_host);
 }
 
+// What a backend can give a run now: on a backend with device memory of its own what it holds plus what
+// the device has free, on one whose device memory is the host's the host's available memory shared by
+// `ranks_on_host` processes; each less a margin of the free part (5%, at most 512 MiB) for what the run's
+// start takes beside the plan (kernels loaded on first use, the libraries' state). nullopt where
+// /proc/meminfo cannot be read.
+std::optional<uint64_t> memory_available_to_run(const Backend& backend, int ranks_on_host = 1);
+// memory.budget as bytes: nullopt when empty; a size ("8GiB"); or "auto", memory_available_to_run. Throws,
+// naming `key`, on anything else or when "auto" cannot be measured.
+std::optional<uint64_t> resolve_memory_budget(const std::string& text, const Backend& backend, const char* key,
+                                              int ranks_on_host = 1);
+
 // Throws before anything is allocated when the device bytes the ledger plans (its total, one rank's) do not
 // fit the device: the bytes the backend already holds (its workspace, which the ledger counts) plus the
 // device's free bytes. The message names what the run needs by component, what the device has, and what

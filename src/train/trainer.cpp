@@ -122,9 +122,8 @@ RecomputePolicy Trainer::plan() {
   backend_planned_ = backend_->capabilities();
   const BackendCapabilities& backend = backend_planned_;
   RecomputePolicy policy = resolve_recompute(config_.recompute, config_.model.n_layer);
-  if (!config_.memory.budget.empty()) {
-    const auto budget = parse_byte_size(config_.memory.budget);
-    GPT_CHECK(budget.has_value(), "memory.budget: '{}' is not a size; write e.g. 8GiB or 512MiB", config_.memory.budget);
+  if (const std::optional<uint64_t> budget =
+          resolve_memory_budget(config_.memory.budget, *backend_, "memory.budget", comm_->local_size())) {
     const MemoryChoice choice = choose_memory_plan(config_, *budget, backend);
     spdlog::info("{}", choice.reason);
     config_.precision.recipe = choice.recipe;

@@ -1,5 +1,6 @@
 // What the trainer checks before it allocates or trains: shards that exist, and memory that the machine has.
 #include "config/config_loader.h"
+#include "cpu/gradcheck.h"
 #include "synthetic_run.h"
 #include "train/data_check.h"
 #include "train/memory_check.h"
@@ -69,6 +70,25 @@ TEST(StartChecks, TheRanksOfANodeAreCheckedTogetherAgainstItsMemory) {
   EXPECT_NE(error_message([&] { check_fits_host_memory(node, {64u << 20, 17u << 20}, true); })
                 .find("the 2 ranks on this node need 18.0 MiB (parameters 2.0 MiB"),
             std::string::npos);
+}
+
+// memory.budget: a size, auto (on the CPU the host's available memory, shared by the node's ranks, less
+// its margin), or an error that names the key and says what to write.
+TEST(StartChecks, AMemoryBudgetIsASizeOrAutoAndNothingElse) {
+  EXPECT_FALSE(resolve_memory_budget("", cpu_backend(), "memory.budget").has_value());
+  EXPECT_EQ(resolve_memory_budget("512MiB", cpu_backend(), "memory.budget"), std::optional<uint64_t>(512u << 20));
+  const std::optional<HostMemory> host = host_memory();
+  ASSERT_TRUE(host.has_value());
+  const std::optional<uint64_t> all = resolve_memory_budget("auto", cpu_backend(), "memory.budget");
+  const std::optional<uint64_t> half = resolve_memory_budget("auto", cpu_backend(), "memory.budget", 2);
+  ASSERT_TRUE(all && half);
+  // MemAvailable moves between the reads; the margin is 5%, at most 512 MiB.
+  EXPECT_LE(*all, host->total);
+  EXPECT_GE(*all, host->available / 2);
+  EXPECT_LT(*half, *all);
+  const std::string message = error_message([&] { resolve_memory_budget("lots", cpu_backend(), "--budget"); });
+  EXPECT_NE(message.find("--budget: 'lots' is not a size; write e.g. 8GiB or 512MiB, or auto"), std::string::npos)
+      << message;
 }
 
 }  // namespace

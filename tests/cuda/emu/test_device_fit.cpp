@@ -1,6 +1,7 @@
 // A run too big for its device stops before anything of the plan is allocated, saying what it needs, what
-// the device has and which memory.budget fits; with that budget the planner's run fits and trains. On a
-// small emulated device (emu::configure_device), so this lives with the emulator's tests.
+// the device has and which memory.budget fits; with that budget, and with memory.budget: auto, the
+// planner's run fits and trains. On a small emulated device (emu::configure_device), so this lives with
+// the emulator's tests.
 #include "backend/cuda_entry.h"
 #include "emu/control.h"
 #include "memory/planner.h"
@@ -41,11 +42,23 @@ TEST(DeviceFit, ARunTooBigForTheDeviceStopsAndNamesABudgetThatFits) {
   std::smatch budget;
   ASSERT_TRUE(std::regex_search(message, budget, std::regex("set memory.budget: ([0-9]+MiB)"))) << message;
 
-  c.memory.budget = budget[1].str();
-  c.log.run_dir = dir.file("budgeted");
-  Trainer fitted(c, config_to_yaml(c));
-  EXPECT_EQ(fitted.run().status, TrainStatus::Completed);
-  EXPECT_LT(fitted.config().train.batch_size, 16) << "the planner should have shrunk the micro-batch";
+  Config chosen;
+  {
+    c.memory.budget = budget[1].str();
+    c.log.run_dir = dir.file("budgeted");
+    Trainer fitted(c, config_to_yaml(c));
+    EXPECT_EQ(fitted.run().status, TrainStatus::Completed);
+    chosen = fitted.config();
+  }
+  EXPECT_LT(chosen.train.batch_size, 16) << "the planner should have shrunk the micro-batch";
+
+  // memory.budget: auto takes what the device can give the run as it starts (to the byte, where the
+  // suggestion is rounded down to a MiB, so the planner may keep more): a plan that fits, not the config's.
+  c.memory.budget = "auto";
+  c.log.run_dir = dir.file("auto");
+  Trainer automatic(c, config_to_yaml(c));
+  EXPECT_EQ(automatic.run().status, TrainStatus::Completed);
+  EXPECT_TRUE(automatic.config().precision.recipe != "fp32" || automatic.config().train.batch_size < 16);
 }
 
 }  // namespace
