@@ -49,7 +49,9 @@ class CpuMatmul : public ::testing::TestWithParam<MatmulCase> {};
 // Also with one row (M = 1: the KV-cache decoder's products, which run as a gemv, one_row_product.h).
 TEST_P(CpuMatmul, MatchesNaiveLoopInF64AndF32) {
   const MatmulCase c = GetParam();
-  for (const auto& [kB, kT] : {std::pair<int64_t, int64_t>{3, 13}, {1, 1}}) {
+  for (const std::pair<int64_t, int64_t> rows : {std::pair<int64_t, int64_t>{3, 13}, {1, 1}}) {
+    // Named copies, not a structured binding: clang 16 cannot capture one in the lambdas below under OpenMP.
+    const int64_t kB = rows.first, kT = rows.second;
     SCOPED_TRACE(fmt::format("B{} T{}", kB, kT));
     const int64_t kM = kB * kT, kK = 21, kN = 17;
     std::vector<double> a = random_vector(kM * kK, 11), b = random_vector(kK * kN, 12), bias = random_vector(kN, 13);
