@@ -91,10 +91,10 @@ DecodeShape check_attention_decode(const AttentionDecodeArgs& args) {
   GPT_CHECK(args.qkv.dtype == DType::F32 || args.qkv.dtype == DType::BF16 || args.qkv.dtype == DType::F16,
             "attention_decode: qkv and the caches are {}; they take F32, BF16 or F16 (a cache keeps no FP8 scale)",
             dtype_name(args.qkv.dtype));
-  GPT_CHECK((args.scratch.dtype == DType::F32 || args.scratch.dtype == DType::F64) && args.scratch.ndim == 2 && args.scratch.dim(0) == s.heads &&
-                args.scratch.dim(1) == s.capacity,
-            "attention_decode: scratch {} {} should be F32 (or F64) [NH, capacity] = [{}, {}]", args.scratch.shape_string(),
-            dtype_name(args.scratch.dtype), s.heads, s.capacity);
+  GPT_CHECK((args.scratch.dtype == DType::F32 || args.scratch.dtype == DType::F64) && args.scratch.ndim == 2 &&
+                args.scratch.dim(0) == s.heads && args.scratch.dim(1) == s.capacity,
+            "attention_decode: scratch {} {} should be F32 (or F64) [NH, capacity] = [{}, {}]",
+            args.scratch.shape_string(), dtype_name(args.scratch.dtype), s.heads, s.capacity);
   GPT_CHECK(args.length >= 1 && args.length <= s.capacity,
             "attention_decode: length {} outside [1, {}] (the cache's capacity)", args.length, s.capacity);
   return s;

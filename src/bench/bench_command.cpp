@@ -166,7 +166,8 @@ int run(const std::vector<std::string>& argv) {
   if (lora.enabled())
     fmt::print("\nmodel FLOPs per token: 4N + 6N_a = 4 x {} + 6 x {} = {:.1f} MFLOP (LoRA: the frozen weights N run "
                "forward and input-gradient products only, no weight gradient; the adapters N_a train as weights do)\n",
-               group_digits(flops.counted_parameters), group_digits(flops.adapter_parameters), flops.dense_per_token / 1e6);
+               group_digits(flops.counted_parameters), group_digits(flops.adapter_parameters),
+               flops.dense_per_token / 1e6);
   else
     fmt::print("\nmodel FLOPs per token: 6N = 6 x {} = {:.1f} MFLOP (N: every parameter but the position embedding, "
                "a lookup; nanoGPT's convention)\n",

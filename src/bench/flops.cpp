@@ -24,7 +24,8 @@ ModelFlops model_flops(const ModelConfig& model, int seq_len, const LoraSpec& lo
   f.dense_per_token = 6.0 * static_cast<double>(f.counted_parameters);
   if (lora.enabled()) {
     f.adapter_parameters = lora_parameter_layout(model, lora, DType::F32).num_parameters();
-    f.dense_per_token = 4.0 * static_cast<double>(f.counted_parameters) + 6.0 * static_cast<double>(f.adapter_parameters);
+    f.dense_per_token =
+        4.0 * static_cast<double>(f.counted_parameters) + 6.0 * static_cast<double>(f.adapter_parameters);
   }
   f.attention_per_token = 12.0 * model.n_layer * static_cast<double>(seq_len) * model.n_embd;
   return f;

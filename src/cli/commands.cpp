@@ -284,8 +284,8 @@ int run_plan(const std::vector<std::string>& argv) {
   Config config = load_config(args.positionals[0], args.all("set"));
   auto backend = make_backend(parse_backend_kind(config.train.backend),
                               {1, config.precision.tf32, parse_attention_kind(config.train.attention)});
-  const std::optional<uint64_t> budget =
-      resolve_memory_budget(args.get("budget", config.memory.budget), *backend, args.has("budget") ? "--budget" : "memory.budget");
+  const std::optional<uint64_t> budget = resolve_memory_budget(args.get("budget", config.memory.budget), *backend,
+                                                               args.has("budget") ? "--budget" : "memory.budget");
   const BackendCapabilities capabilities = backend->capabilities();
   if (args.has("levers")) {
     const LeverTable table = lever_table(config, budget, capabilities);

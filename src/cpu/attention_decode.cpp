@@ -19,7 +19,8 @@ void CpuBackend::attention_decode(const AttentionDecodeArgs& args) {
     copy({keys[t - 1], qkv.elements(C + h * hs, hs)});
     copy({values[t - 1], qkv.elements(2 * C + h * hs, hs)});
     const Tensor scores = args.scratch[h].elements(0, t).reshaped({1, t});
-    matmul({scores, qkv.elements(h * hs, hs).reshaped({1, hs}), keys.prefix({t, hs}), Tensor(), false, true, args.scale});
+    const Tensor q = qkv.elements(h * hs, hs).reshaped({1, hs});
+    matmul({scores, q, keys.prefix({t, hs}), Tensor(), false, true, args.scale});
     softmax_forward({scores, scores});
     matmul({out.elements(h * hs, hs).reshaped({1, hs}), scores, values.prefix({t, hs}), Tensor()});
   }

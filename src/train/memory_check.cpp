@@ -154,7 +154,8 @@ PlannedVsMeasured compare_with_ledger(const MemoryLedger& planned, const Measure
         "device memory: the run holds {}{}; in use (cudaMemGetInfo) {} before the first step, {} after, of {}; {}; {} "
         "beyond what the run holds (the driver's context, the libraries, any other process on the device)",
         format_bytes(after->held),
-        after->held == planned.total() ? ", as the ledger planned" : fmt::format(", the ledger planned {}", format_bytes(planned.total())),
+        after->held == planned.total() ? ", as the ledger planned"
+                                       : fmt::format(", the ledger planned {}", format_bytes(planned.total())),
         format_bytes(before), format_bytes(after->used), format_bytes(after->total), grew,
         format_bytes(after->used > after->held ? after->used - after->held : 0)));
   }
