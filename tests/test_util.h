@@ -71,6 +71,19 @@ inline std::map<int64_t, double> logged_losses(const std::string& run_dir) {
   return out;
 }
 
+// step -> the number `key` (grad_norm, lr, ...) of a run directory's metrics.jsonl, written, as
+// logged_losses reads the loss, in the shortest form that reads back to the same double.
+inline std::map<int64_t, double> logged_metric(const std::string& run_dir, const std::string& key) {
+  std::map<int64_t, double> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  const std::regex line_of("\\{\"step\":([0-9]+),(.*,)?\"" + key + "\":([^,}]+)");
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line))
+    if (std::regex_search(line, m, line_of)) out[std::stoll(m[1].str())] = std::stod(m[3].str());
+  return out;
+}
+
 // The message of the gpt::Error that f throws; records a failure when it throws none.
 template <class F>
 std::string error_message(F&& f) {

@@ -277,10 +277,10 @@ TEST(CudaTrainer, EveryStepHoldsTheLedgersDeviceBytes) {
     c.log.run_dir = dir.file(fmt::format("{}_{}_{}", k.recipe, k.recompute, k.offload));
     { Trainer(c, config_to_yaml(c)).run(); }
     expect_device_held_as_planned(c.log.run_dir, 3);
-    const DeviceRecords d = device_records(c.log.run_dir);
+    const double planned = device_records(c.log.run_dir).planned.begin()->second;
     if (std::string(k.recipe) == "bf16" && std::string(k.recompute) == "none") {
-      if (device_only_planned) EXPECT_LT(*d.planned, *device_only_planned) << "offload must shrink the device's part";
-      device_only_planned = d.planned;
+      if (device_only_planned) EXPECT_LT(planned, *device_only_planned) << "offload must shrink the device's part";
+      device_only_planned = planned;
     }
   }
   Config cpu = base;
@@ -291,7 +291,7 @@ TEST(CudaTrainer, EveryStepHoldsTheLedgersDeviceBytes) {
   EXPECT_EQ(host.steps, 2u);
   EXPECT_TRUE(host.held.empty());
   EXPECT_TRUE(host.used.empty());
-  EXPECT_FALSE(host.total.has_value());
+  EXPECT_TRUE(host.total.empty());
 }
 
 TEST(CudaTrainer, ResumeEqualsTheUninterruptedRun) {

@@ -64,19 +64,6 @@ inline Config dist_run(const SharedDir& dir, int batch_size, int accum, int step
   return c;
 }
 
-// step -> the number `key` (grad_norm, lr, ...) of a run directory's metrics.jsonl, written, as
-// logged_losses (test_util.h) reads the loss, in the shortest form that reads back to the same double.
-inline std::map<int64_t, double> logged_metric(const std::string& run_dir, const std::string& key) {
-  std::map<int64_t, double> out;
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  const std::regex line_of("\\{\"step\":([0-9]+),(.*,)?\"" + key + "\":([^,}]+)");
-  std::string line;
-  std::smatch m;
-  while (std::getline(in, line))
-    if (std::regex_search(line, m, line_of)) out[std::stoll(m[1].str())] = std::stod(m[3].str());
-  return out;
-}
-
 // max_i |a_i - b_i| / max_i |b_i|.
 inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
