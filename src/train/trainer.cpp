@@ -136,20 +136,20 @@ RecomputePolicy Trainer::plan() {
   }
   recipe_ = precision_recipe(config_.precision);
   recipe_.validate(config_.model.n_layer);
+  // A rank's plan: under ZeRO-1 it holds only its shard of the optimizer state.
+  const auto ledger_of_rank = [&](int rank) {
+    return comm_->world_size() > 1
+               ? data_parallel_ledger(config_, policy, t.batch_size, backend, comm_->world_size(), rank)
+               : ledger_for(config_, policy, t.batch_size, backend);
+  };
   if (const auto host = host_memory()) {
-    // Every rank on this node takes its memory from this host; under ZeRO-1 each holds only its shard.
+    // Every rank on this node takes its memory from this host.
     std::vector<MemoryLedger> node;
-    for (const int rank : comm_->node_ranks())
-      node.push_back(comm_->world_size() > 1
-                         ? data_parallel_ledger(config_, policy, t.batch_size, backend, comm_->world_size(), rank)
-                         : ledger_for(config_, policy, t.batch_size, backend));
+    for (const int rank : comm_->node_ranks()) node.push_back(ledger_of_rank(rank));
     check_fits_host_memory(node, *host, backend.device_memory_is_host);
   }
   if (const std::optional<DeviceMemoryUse> device = backend_->device_memory())
-    check_fits_device_memory(comm_->world_size() > 1 ? data_parallel_ledger(config_, policy, t.batch_size, backend,
-                                                                            comm_->world_size(), comm_->rank())
-                                                     : ledger_for(config_, policy, t.batch_size, backend),
-                             *device);
+    check_fits_device_memory(ledger_of_rank(comm_->rank()), *device);
   return policy;
 }
 
