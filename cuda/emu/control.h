@@ -28,8 +28,9 @@ void configure_device(const DeviceConfig& config);
 DeviceConfig device_config();
 
 // The order in which a block's ready threads run between two switch points is a shuffle drawn from
-// (seed, block index). Default: GPT_CUDA_EMU_SEED from the environment, else 0, so a run is
-// reproducible; a test sweeps seeds to expose a missing barrier.
+// (seed, block index), and a nonzero seed also permutes the order in which blocks start. Default:
+// GPT_CUDA_EMU_SEED from the environment, else 0 (blocks in index order), so a run is reproducible; a
+// test sweeps seeds to expose a missing barrier or a reliance on block order.
 void set_schedule_seed(uint64_t seed);
 uint64_t schedule_seed();
 

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -512,12 +513,37 @@ uint64_t initial_seed() {
 }
 std::atomic<uint64_t> g_seed{initial_seed()};
 
+// The order blocks start in: the pool hands out indices 0, 1, 2, ...; a nonzero seed maps them through
+// a shuffle of the grid's blocks drawn from the seed, so a kernel that relies on block order (one block
+// reading what another wrote, with no ordering the GPU guarantees) meets other orders as seeds are
+// swept. Seed 0 keeps index order.
+class BlockOrder {
+ public:
+  BlockOrder(size_t n, uint64_t seed) {
+    if (seed == 0 || n < 2) return;
+    order_.resize(n);
+    std::iota(order_.begin(), order_.end(), size_t{0});
+    uint64_t rng = splitmix64(seed ^ 0x5bd1e995u);
+    for (size_t i = n - 1; i > 0; --i) {
+      rng = splitmix64(rng);
+      std::swap(order_[i], order_[rng % (i + 1)]);
+    }
+  }
+  size_t operator()(size_t pulled) const { return order_.empty() ? pulled : order_[pulled]; }
+
+ private:
+  std::vector<size_t> order_;
+};
+
 }  // namespace
 
 void run_grid(const KernelLaunch& launch) {
   const dim3 g = launch.grid;
   const uint64_t seed = g_seed.load();
-  grid_pool().run(size_t{g.x} * g.y * g.z, [&](size_t i) {
+  const size_t blocks = size_t{g.x} * g.y * g.z;
+  const BlockOrder order(blocks, seed);
+  grid_pool().run(blocks, [&](size_t pulled) {
+    const size_t i = order(pulled);
     thread_local BlockRunner block_runner;
     const uint3 idx{static_cast<unsigned>(i % g.x), static_cast<unsigned>((i / g.x) % g.y),
                     static_cast<unsigned>(i / (size_t{g.x} * g.y))};

@@ -1,11 +1,14 @@
 // The emulator's execution model: built-in variables, barriers, static and dynamic shared memory, the
-// seeded thread order (which must expose a missing __syncthreads), deadlocks and launch errors.
+// seeded thread order (which must expose a missing __syncthreads) and block order, deadlocks and launch
+// errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "common/launch.cuh"
 #include "cuda/emu/emu_test_util.h"
@@ -105,6 +108,35 @@ TEST_F(EmuTest, ThreadOrderIsASeededShuffle) {
   EXPECT_NE(a, b);
   std::set<int> ids(a.begin(), a.end());
   EXPECT_EQ(ids.size(), 64u);
+}
+
+// The order blocks start in: index order under seed 0, a shuffle under a nonzero seed (the same one for
+// the same seed), so a kernel whose blocks depend on each other's order fails under some seed. One host
+// thread, so that the start order is the recorded order.
+__global__ void record_block_order(int* order, int* counter) {
+  if (threadIdx.x == 0) order[atomicAdd(counter, 1)] = static_cast<int>(blockIdx.x + gridDim.x * blockIdx.y);
+}
+
+std::vector<int> block_order_under_seed(uint64_t seed) {
+  emu::set_schedule_seed(seed);
+  DeviceArray<int> order(6 * 7), counter(std::vector<int>{0});
+  launch<record_block_order>(dim3(6, 7), dim3(32), 0, nullptr, order.get(), counter.get());
+  return order.download();
+}
+
+TEST_F(EmuTest, BlockOrderIsIndexOrderUnderSeedZeroAndASeededShuffleOtherwise) {
+  emu::set_host_threads(1);
+  std::vector<int> in_order(6 * 7);
+  for (int i = 0; i < 6 * 7; ++i) in_order[i] = i;
+  EXPECT_EQ(block_order_under_seed(0), in_order);
+  const std::vector<int> a = block_order_under_seed(1), b = block_order_under_seed(2), a_again = block_order_under_seed(1);
+  emu::set_host_threads(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(a, a_again);
+  EXPECT_NE(a, in_order);
+  EXPECT_NE(a, b);
+  std::vector<int> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, in_order) << "every block ran once";
 }
 
 __global__ void count_barrier_predicates(int* out) {
