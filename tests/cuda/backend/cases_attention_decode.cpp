@@ -2,7 +2,10 @@
 // ops): qkv and the caches in each format the recipes compute in, out in the same format and in E4M3 with
 // scaling state (the FP8 recipe's attention output, were it stored directly); one head and three; head
 // sizes 13 (odd: two groups of threads, none on a warp boundary), 64 (the GPT-2 one: two groups) and 128
-// (one group); a cache of capacity 67 attended at length 1 (a single key: the new one), 40 and 67 (full).
+// (one group); a cache of capacity 67 attended at length 1 (a single key: the new one), 40 and 67 (full),
+// where one block takes each head; and long caches that the kernel splits over several blocks a head and
+// combines (FlashDecoding): 129 positions (two chunks of 65, the new key in the second), 300 of 300 (three)
+// and 517 of 600 (five, the last shorter).
 // The caches start random (the earlier positions') and are compared whole: the op must write row
 // length-1 of every head and nothing else.
 #include "cuda/backend/op_table.h"
@@ -27,8 +30,12 @@ std::vector<DecodePoint> points() {
     for (int64_t length : {1, 40, 67}) out.push_back({3, 13, 67, length, f, f});
     out.push_back({1, 64, 67, 40, f, f});
     out.push_back({2, 128, 67, 67, f, f});
+    out.push_back({3, 13, 300, 129, f, f});
+    out.push_back({2, 64, 600, 517, f, f});
   }
+  out.push_back({1, 128, 300, 300, DType::F32, DType::F32});
   out.push_back({3, 64, 67, 67, DType::BF16, DType::E4M3});
+  out.push_back({3, 64, 300, 300, DType::BF16, DType::E4M3});
   return out;
 }
 
