@@ -7,8 +7,10 @@
 // Layout: row-major with folded leading dimensions; op(a)[i,k] is a[i*K + k], or a[k*M + i] when
 // trans_a; op(b)[k,j] is b[k*N + j], or b[j*K + k] when trans_b. Two kernels, by how b is stored:
 //   trans_b (b stored [N,K]: the linear layers' weights, the cached keys): one warp per output element,
-//     lanes striding over k so a warp reads 32 consecutive elements of b's row, then the butterfly warp
-//     sum (block_reduce.cuh). Blocks of 8 warps take 8 neighbouring columns of one output row.
+//     lanes striding over k so a warp reads 32 consecutive packs of 8 elements of b's row (16-byte loads
+//     for the 16-bit formats; 32 consecutive elements where K is not a multiple of 8 or a row is not
+//     aligned), then the butterfly warp sum (block_reduce.cuh). Blocks of 8 warps take 8 neighbouring
+//     columns of one output row.
 //   !trans_b (b stored [K,N]: the cached values): one thread per output element walking k in order, so
 //     neighbouring threads read neighbouring elements of each row of b.
 // The warp sum adds in a different order than the CPU's sgemm, so results agree to FP32 rounding of the
@@ -46,8 +48,11 @@ __device__ __forceinline__ void finish(const RowProductShape& s, TensorRef out, 
   store(out, at, v, write_scale(out), true, tally);
 }
 
+// vector: a's row i and b's row j are read in packs of kPack (16-byte loads for the 16-bit formats, 8-byte
+// for FP8), lane l taking packs l, l + 32, ... (K a multiple of kPack, both rows contiguous and aligned);
+// otherwise element by element, lane l taking k = l, l + 32, ....
 __global__ void __launch_bounds__(kThreads)
-    row_product_along_k_kernel(TensorRef out, TensorRef a, TensorRef b, TensorRef bias, RowProductShape s) {
+    row_product_along_k_kernel(TensorRef out, TensorRef a, TensorRef b, TensorRef bias, RowProductShape s, bool vector) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t i = blockIdx.y, j = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   const float scaled_alpha = s.alpha * read_scale_inv(a) * read_scale_inv(b);
@@ -55,7 +60,16 @@ __global__ void __launch_bounds__(kThreads)
   Fp8Tally* out_tally = tally_of(out, tally);
   if (j < s.n) {
     float acc = 0.0f;
-    for (int64_t kk = lane; kk < s.k; kk += 32) acc = fmaf(load(a, a_index(s, i, kk)), load(b, j * s.k + kk), acc);
+    if (vector) {
+      for (int64_t kk = lane * kPack; kk < s.k; kk += 32 * kPack) {
+        float av[kPack], bv[kPack];
+        load_values(a, i * s.k + kk, kPack, true, av);
+        load_values(b, j * s.k + kk, kPack, true, bv);
+        for (int e = 0; e < kPack; ++e) acc = fmaf(av[e], bv[e], acc);
+      }
+    } else {
+      for (int64_t kk = lane; kk < s.k; kk += 32) acc = fmaf(load(a, a_index(s, i, kk)), load(b, j * s.k + kk), acc);
+    }
     acc = warp_sum(acc);
     if (lane == 0) finish(s, out, bias, i, j, scaled_alpha, acc, out_tally);
   }
@@ -90,8 +104,10 @@ void row_product(const MatmulArgs& args, int64_t m, int64_t n, int64_t k, cudaSt
   const TensorRef bias = args.bias.empty() ? TensorRef{} : tensor_ref(args.bias);
   if (args.trans_b) {
     const dim3 grid(static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock), static_cast<unsigned>(m));
+    // a's rows run along k when a is not transposed, or when it is a single row either way.
+    const bool vector = k % kPack == 0 && (!args.trans_a || m == 1) && pack_aligned(args.a) && pack_aligned(args.b);
     launch<row_product_along_k_kernel>(grid, dim3(kThreads), 0, stream, tensor_ref(args.out), tensor_ref(args.a),
-                                       tensor_ref(args.b), bias, s);
+                                       tensor_ref(args.b), bias, s, vector);
   } else {
     const dim3 grid(static_cast<unsigned>((n + kThreads - 1) / kThreads), static_cast<unsigned>(m));
     launch<row_product_along_n_kernel>(grid, dim3(kThreads), 0, stream, tensor_ref(args.out), tensor_ref(args.a),

@@ -3,7 +3,7 @@
 // scaling state (the FP8 recipe's attention output, were it stored directly); one head and three; head
 // sizes 13 (odd: two groups of threads, none on a warp boundary), 64 (the GPT-2 one: two groups) and 128
 // (one group); a cache of capacity 67 attended at length 1 (a single key: the new one), 40 and 67 (full),
-// where one block takes each head; and long caches that the kernel splits over several blocks a head and
+// where one block takes each head; head size 512, where a lane reads two packs of a key; and long caches that the kernel splits over several blocks a head and
 // combines (FlashDecoding): 129 positions (two chunks of 65, the new key in the second), 300 of 300 (three)
 // and 517 of 600 (five, the last shorter).
 // The caches start random (the earlier positions') and are compared whole: the op must write row
@@ -34,6 +34,7 @@ std::vector<DecodePoint> points() {
     out.push_back({2, 64, 600, 517, f, f});
   }
   out.push_back({1, 128, 300, 300, DType::F32, DType::F32});
+  out.push_back({1, 512, 150, 150, DType::BF16, DType::BF16});  // 64 packs a row: two a lane
   out.push_back({3, 64, 67, 67, DType::BF16, DType::E4M3});
   out.push_back({3, 64, 300, 300, DType::BF16, DType::E4M3});
   return out;

@@ -98,8 +98,8 @@ std::vector<OpCase> row_product_cases() {
       {DType::E5M2, DType::E5M2, DType::F32, DType::F32},
   };
   std::vector<OpCase> out;
-  const auto add = [&](const Formats& f, int64_t m, bool trans_a, bool trans_b, bool bias) {
-    constexpr int64_t n = 67, k = 200;
+  const auto add = [&](const Formats& f, int64_t m, bool trans_a, bool trans_b, bool bias, int64_t k = 200) {
+    constexpr int64_t n = 67;
     const std::string name = fmt::format("matmul/row/{}x{}->{}{}/{}x{}x{}/{}{}", format_tag(f.a), format_tag(f.b),
                                          format_tag(f.out), bias ? fmt::format("+{}bias", format_tag(f.bias)) : "", m,
                                          n, k, trans_a ? "T" : "N", trans_b ? "T" : "N");
@@ -125,6 +125,12 @@ std::vector<OpCase> row_product_cases() {
   // A few rows, a stored transposed: the kernel's row and column indexing beyond one row.
   add({DType::F32, DType::BF16, DType::BF16, DType::BF16}, 3, true, true, true);
   add({DType::E4M3, DType::E4M3, DType::BF16, DType::BF16}, 5, true, false, false);
+  // b stored [N,K]: K = 200 reads rows in packs of 8 (one a lane), K = 768 and 520 in several packs a
+  // lane, K = 197 element by element; a few rows of a stored as is read in packs too.
+  add({DType::F32, DType::BF16, DType::BF16, DType::BF16}, 1, false, true, true, 197);
+  add({DType::E4M3, DType::E4M3, DType::F32, DType::F32}, 1, false, true, false, 197);
+  add({DType::F32, DType::E4M3, DType::BF16, DType::BF16}, 1, false, true, true, 768);
+  add({DType::BF16, DType::E4M3, DType::BF16, DType::BF16}, 4, false, true, true, 520);
   return out;
 }
 
