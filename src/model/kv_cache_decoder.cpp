@@ -113,6 +113,12 @@ std::span<const float> KvCacheDecoder::append(int32_t token) {
   backend_.embedding_forward({x, tok, p.wte, wpe_from_pos, {}});
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   using K = BlockTensor;
+  // Each residual add is fused with the LayerNorm that reads its sum (residual_layernorm_forward), as the
+  // model's forward does: ln2 inside a block, the next block's ln1 (or lnf) at its end; only the first
+  // block's ln1 reads the embedding alone.
+  produce(0, K::Ln1, view("ln", {1, 1, C}, layout_.block(0, K::Ln1)),
+          [&](const Tensor& out) { backend_.layernorm_forward({out, mean, rstd, x, p.blocks[0].ln1w, p.blocks[0].ln1b}); });
+  const Tensor lnf = view("ln", {1, 1, C}, layout_.model(ModelTensor::Lnf));
   for (int l = 0; l < m.n_layer; ++l) {
     const BlockParameters& w = p.blocks[static_cast<size_t>(l)];
     const Tensor ln1 = view("ln", {1, 1, C}, layout_.block(l, K::Ln1));
@@ -122,7 +128,6 @@ std::span<const float> KvCacheDecoder::append(int32_t token) {
     const Tensor ln2 = view("ln", {1, 1, C}, layout_.block(l, K::Ln2));
     const Tensor fch = view("fch", {1, 1, 4 * C}, layout_.block(l, K::Fch));
     const Tensor fch_gelu = view("fch_gelu", {1, 1, 4 * C}, layout_.block(l, K::FchGelu));
-    produce(l, K::Ln1, ln1, [&](const Tensor& out) { backend_.layernorm_forward({out, mean, rstd, x, w.ln1w, w.ln1b}); });
     backend_.matmul({qkv, ln1, w.qkvw, w.qkvb, false, true});
     model_.lora_inference(l, LoraTarget::Qkv, qkv, ln1);
     produce(l, K::Atty, atty, [&](const Tensor& out) {
@@ -130,18 +135,24 @@ std::span<const float> KvCacheDecoder::append(int32_t token) {
     });
     backend_.matmul({branch, atty, w.attprojw, w.attprojb, false, true});
     model_.lora_inference(l, LoraTarget::AttnProj, branch, atty);
-    backend_.residual_forward({residual2, x, branch, {}});
-    produce(l, K::Ln2, ln2,
-            [&](const Tensor& out) { backend_.layernorm_forward({out, mean, rstd, residual2, w.ln2w, w.ln2b}); });
+    produce(l, K::Ln2, ln2, [&](const Tensor& out) {
+      backend_.residual_layernorm_forward({{residual2, x, branch, {}}, {out, mean, rstd, residual2, w.ln2w, w.ln2b}});
+    });
     backend_.matmul({fch, ln2, w.fcw, w.fcb, false, true});
     model_.lora_inference(l, LoraTarget::Fc, fch, ln2);
     produce(l, K::FchGelu, fch_gelu, [&](const Tensor& out) { backend_.gelu_forward({out, fch}); });
     backend_.matmul({branch, fch_gelu, w.fcprojw, w.fcprojb, false, true});
     model_.lora_inference(l, LoraTarget::FcProj, branch, fch_gelu);
-    backend_.residual_forward({x, residual2, branch, {}});
+    const ResidualForwardArgs mlp_residual{x, residual2, branch, {}};
+    if (l + 1 < m.n_layer) {
+      const BlockParameters& next = p.blocks[static_cast<size_t>(l + 1)];
+      produce(l + 1, K::Ln1, view("ln", {1, 1, C}, layout_.block(l + 1, K::Ln1)), [&](const Tensor& out) {
+        backend_.residual_layernorm_forward({mlp_residual, {out, mean, rstd, x, next.ln1w, next.ln1b}});
+      });
+    } else {
+      backend_.residual_layernorm_forward({mlp_residual, {lnf, mean, rstd, x, p.lnfw, p.lnfb}});
+    }
   }
-  const Tensor lnf = view("ln", {1, 1, C}, layout_.model(ModelTensor::Lnf));
-  backend_.layernorm_forward({lnf, mean, rstd, x, p.lnfw, p.lnfb});
   const TensorFormat logits_format = layout_.model(ModelTensor::Logits);
   const Tensor logits = view("logits", {1, 1, m.padded_vocab_size()}, logits_format);
   backend_.matmul({logits, lnf, p.wte, Tensor(), false, true});

@@ -3,9 +3,10 @@
 // whole window (O(t C) attention work per token instead of O(t^2 C), and 1-row matrix products).
 //
 // Written against the Backend interface and the model's compute weights, with the ops the model's forward
-// uses; attention for the one query is per head: scores = q K^T / sqrt(hs) (matmul), softmax, y = p V
-// (matmul), over a cache laid out [layer, head, position, hs] so each head's keys are one contiguous matrix.
-// No dropout.
+// uses (each residual add fused with the LayerNorm after it, as there); the one query's attention is one
+// op for every head (Backend::attention_decode: it writes the position's keys and values into the cache and
+// attends over it), with the cache laid out [layer, head, position, hs] so each head's keys are one
+// contiguous matrix. No dropout.
 //
 // Every recipe: each tensor takes the format the model's precision layout gives it (the residual stream,
 // qkv, the cache and the logits in the compute format; LayerNorm statistics, scores and probabilities in
