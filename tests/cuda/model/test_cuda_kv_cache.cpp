@@ -9,7 +9,7 @@
 //     backends sum their products in different orders and a narrow value can round either way.
 // And a LoRA model (rank 4 on every target, random adapters) in fp32 and bf16, the same three ways: the
 // decoder adds each adapter's one-row products after the base product's, as the forward does. And a
-// 300-position context in fp32 and bf16, past the length where the attention kernel splits a head's cache
+// 200-position context in fp32 and bf16, past the length where the attention kernel splits a head's cache
 // over several blocks and combines them (kernels/attention_decode.h: from 129 positions on).
 // The worst differences are printed for the closing notes.
 #include "backend/cuda_entry.h"
@@ -112,10 +112,10 @@ TEST(CudaKvCache, LoraModelsDecodeOnCudaWithTheirAdapters) {
 
 TEST(CudaKvCache, LongCachesSplitOverBlocksDecodeAsTheFullForwardAndTheCpuDo) {
   SKIP_WITHOUT_CUDA();
-  const ModelConfig m = tiny_model(23, 1, 32, 2, 300);
+  const ModelConfig m = tiny_model(23, 1, 32, 2, 200);
   const std::vector<int32_t> tokens = random_window(m, 12);
-  for (const RecipeCase& c : {RecipeCase{"fp32, 300 positions", PrecisionRecipe{}, 2e-5, 1e-5},
-                              RecipeCase{"bf16, 300 positions", recipe_of(RecipeKind::Bf16), 4e-2, 4e-2}}) {
+  for (const RecipeCase& c : {RecipeCase{"fp32, 200 positions", PrecisionRecipe{}, 2e-5, 1e-5},
+                              RecipeCase{"bf16, 200 positions", recipe_of(RecipeKind::Bf16), 4e-2, 4e-2}}) {
     SCOPED_TRACE(c.name);
     GPT gpu(m, 1, m.context_length, *cuda_backend(), DType::F32, {}, c.recipe);
     GPT cpu(m, 1, m.context_length, cpu_backend(), DType::F32, {}, c.recipe);
