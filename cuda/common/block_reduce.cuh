@@ -8,10 +8,14 @@
 
 namespace gpt::cuda {
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = warpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+// The sum over the `width` lanes of each aligned group of `width` (a power of two up to the warp): a
+// butterfly within the group, the same order on every run. Every lane of the warp must call it.
+__device__ __forceinline__ float group_sum(float v, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
   return v;
 }
+
+__device__ __forceinline__ float warp_sum(float v) { return group_sum(v, warpSize); }
 
 // Every thread of the block gets the block's sum. blockDim.x must be a multiple of 32 (whole warps) and
 // the block one-dimensional. Ends with a barrier, so the scratch can be reused by the next call.

@@ -48,13 +48,6 @@ __device__ __forceinline__ F* chunk_partial(F* partials, int64_t head, int chunk
   return partials + (head * chunks + chunk) * (static_cast<int64_t>(hs) + 2);
 }
 
-// The sum over the `width` lanes of each aligned group of `width` (a power of two up to 32): a butterfly
-// within the group, the same order on every run.
-__device__ __forceinline__ float group_sum(float v, int width) {
-  for (int offset = width / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
-  return v;
-}
-
 // grid (NH, chunks), kThreads threads: block (h, c) attends to positions
 // [c * chunk_length, min(t, (c + 1) * chunk_length)). Rows are read in packs of kPack elements (one
 // 16-byte load for BF16/F16, two for F32) when `vector` (vector_access.cuh), element by element otherwise.
