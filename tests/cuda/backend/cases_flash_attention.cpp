@@ -5,9 +5,11 @@
 // B = 2, NH = 2, T = 67 (a ragged tile) and 1, dropout off and on. On tensor cores P (forward) and P and
 // dS (backward) enter their products rounded to the format (FlashAttention's choice, where the CPU keeps
 // them FP32): one more rounding than the output's. The forward's tolerance scale is 2 (BF16 with dropout
-// reached 1.1 x the unscaled tolerance in one of four runs); the backward's is 3, since dS's rows sum to
-// zero and dq = s dS k cancels, so dS's rounding shows at the scale of its terms (up to 1.9 x the unscaled
-// tolerance in BF16 and F16 over four runs; the materialised path splits dS in two to avoid just this).
+// reached 1.1 x the unscaled tolerance in one of four runs); the backward's is 3, and 5 in BF16, since
+// dS's rows sum to zero and dq = s dS k cancels, so dS's rounding shows at the scale of its terms (the
+// materialised path splits dS in two to avoid just this). Measured over 300 runs of fresh inputs
+// (GPT_OP_TABLE_SEED 1-300): the backward reached 3.7 x the unscaled tolerance in BF16 with dropout (7
+// runs above 3 x, which had been the scale: a CI run failed 1 time in 40), 2.4 x in F16, 0.34 x in FP32.
 #include "cuda/backend/attention_cases.h"
 
 namespace gpt::test {
@@ -35,7 +37,7 @@ std::vector<OpCase> cases() {
                      b.backend().attention_backward({a.dqkv(b), stats(b), a.dout(b), qkv, probs, static_cast<int>(a.NH),
                                                      a.dropout(), attended});
                    },
-                   3.0});
+                   a.format == DType::BF16 ? 5.0 : 3.0});
   }
   return out;
 }
