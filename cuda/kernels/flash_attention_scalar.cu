@@ -1,5 +1,5 @@
 // The fused attention's scalar kernels and its shared parts: the argument checks, and the delta kernel
-// both backward paths start with. The math is flash_attention.cu's (online softmax, probabilities
+// both backward paths start with (a lane group a row, in 16-byte packs where the layout allows). The math is flash_attention.cu's (online softmax, probabilities
 // recomputed from the log-sum-exp, D = rowsum(dout ⊙ out), no T x T matrix in memory), on FP32 FMAs:
 //   forward:  one thread per query row, over its keys t2 <= t with a running max and sum;
 //   backward: one thread per query row for dq, one per key row for dk and dv (over the rows t >= t2);
@@ -13,7 +13,9 @@
 #include "backend/op_checks.h"
 #include "common/cuda_check.h"
 #include "common/launch.cuh"
+#include "common/block_reduce.cuh"
 #include "common/tensor_access.cuh"
+#include "common/vector_access.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -82,14 +84,35 @@ __global__ void scalar_forward_kernel(FlashParams p) {
   }
 }
 
-__global__ void delta_kernel(FlashBackwardParams p) {
+// D[i] = dout_i . out_i for every (b, h, t) row i: `width` lanes a row (a power of two up to the warp,
+// one pack of kPack elements each: 8 lanes at head size 64, so a warp reads 4 rows at a time), a lane
+// summing its packs' products in order and a butterfly within the group adding the lanes; 16-byte loads
+// where `vector` (head size and C multiples of kPack, both tensors aligned), element loads otherwise.
+// At least 8 blocks a multiprocessor (64 registers a thread): with the thread count alone ptxas (CUDA 13)
+// held it to 48 registers and spilled.
+__global__ void __launch_bounds__(kThreads, 8) delta_kernel(FlashBackwardParams p, int width, bool vector) {
   const TensorRef out{p.out, p.dtype, nullptr}, dout{const_cast<void*>(p.dout), p.dtype, nullptr};
-  GPT_FLASH_GRID_LOOP(i, p.batch_heads * p.T) {
-    const Rows r = row_of(p, i);
-    const int64_t at = rows_at(p, r.b, r.t, r.h);
+  const int hs = static_cast<int>(p.head_size), packs = (hs + kPack - 1) / kPack;
+  const int lane = threadIdx.x % warpSize, slot = lane / width, sub = lane % width;
+  const int64_t rows = p.batch_heads * p.T, rows_per_warp = warpSize / width;
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / warpSize;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / warpSize;
+  for (int64_t base = warp * rows_per_warp; base < rows; base += warps * rows_per_warp) {  // uniform in a warp
+    const int64_t i = base + slot;
     float d = 0.0f;
-    for (int64_t c = 0; c < p.head_size; ++c) d = fmaf(load(dout, at + c), load(out, at + c), d);
-    p.delta[i] = d;
+    if (i < rows) {
+      const Rows r = row_of(p, i);
+      const int64_t at = rows_at(p, r.b, r.t, r.h);
+      for (int k = sub; k < packs; k += width) {
+        const int count = std::min(int{kPack}, hs - k * kPack);
+        float x[kPack], y[kPack];
+        load_values(dout, at + k * kPack, count, vector, x);
+        load_values(out, at + k * kPack, count, vector, y);
+        for (int e = 0; e < kPack; ++e) d = fmaf(x[e], y[e], d);
+      }
+    }
+    d = group_sum(d, width);
+    if (i < rows && sub == 0) p.delta[i] = d;
   }
 }
 
@@ -243,9 +266,17 @@ void scalar_flash_forward(const FlashParams& p, cudaStream_t stream) {
 }
 
 void attention_delta(const FlashBackwardParams& p, cudaStream_t stream) {
-  if (p.out_in_compute_format)
-    launch<delta_kernel>(rows_grid(p), dim3(kThreads), 0, stream, p);
-  else
+  if (p.out_in_compute_format) {
+    const int64_t packs = (p.head_size + kPack - 1) / kPack;
+    int width = 1;
+    while (width < packs && width < 32) width *= 2;
+    const size_t pack_bytes = std::min<size_t>(16, kPack * dtype_size(p.dtype));
+    const auto aligned = [&](const void* x) { return reinterpret_cast<uintptr_t>(x) % pack_bytes == 0; };
+    const bool vector = p.head_size % kPack == 0 && p.C % kPack == 0 && aligned(p.out) && aligned(p.dout);
+    const int64_t warps = (p.batch_heads * p.T + 32 / width - 1) / (32 / width);
+    const dim3 grid(static_cast<unsigned>(std::clamp<int64_t>((warps * 32 + kThreads - 1) / kThreads, 1, 65535)));
+    launch<delta_kernel>(grid, dim3(kThreads), 0, stream, p, width, vector);
+  } else
     launch<delta_from_probabilities_kernel>(rows_grid(p), dim3(kThreads), 0, stream, p);
 }
 
