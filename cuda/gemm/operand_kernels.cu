@@ -4,9 +4,10 @@
 //   "TN" (both operands K-contiguous), so an FP8 operand stored the other way is transposed into Gemm's
 //   staging region first. 32x32 tiles through shared memory (padded by 4 bytes per row against bank
 //   conflicts): reads and writes both walk rows, so both are coalesced. Edge tiles are guarded.
-// widen_fp8: out = the FP8 codes as BF16/F16 values, unscaled. Every E4M3 and E5M2 value is exact in
-//   BF16 and F16 (3 and 2 mantissa bits, exponents within range), so the widened product multiplies
-//   exactly the CPU's decoded codes; the code's scale_inv goes into the product's alpha (fold_scales).
+// widen_fp8: out = the FP8 codes as BF16/F16 values, unscaled, 8 at a time (8-byte loads, 16-byte stores)
+//   where the rows allow. Every E4M3 and E5M2 value is exact in BF16 and F16 (3 and 2 mantissa bits,
+//   exponents within range), so the widened product multiplies exactly the CPU's decoded codes; the
+//   code's scale_inv goes into the product's alpha (fold_scales).
 // fold_scales: one thread computes alpha * a_scale_inv * b_scale_inv on the device, where the FP8
 //   scaling state lives (the host never reads it), in the CPU's order (alpha * a_inv, then * b_inv).
 // add_bias: out[i, j] += bias[j] for an F32 out, when the bias's format is not the one cuBLASLt's BIAS
@@ -18,6 +19,7 @@
 #include "common/cuda_check.h"
 #include "common/launch.cuh"
 #include "common/tensor_access.cuh"
+#include "common/vector_access.cuh"
 
 #include <algorithm>
 
@@ -43,14 +45,22 @@ __global__ void __launch_bounds__(kTile* kTileRows)
   }
 }
 
+// vector: cols and ld_in multiples of kPack and both tensors aligned, so a pack of out lies in one row of
+// in and moves as one 8-byte load and one 16-byte store; element by element otherwise.
 __global__ void __launch_bounds__(kThreads)
-    widen_fp8_kernel(TensorRef out, TensorRef in, int64_t rows, int64_t cols, int64_t ld_in) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / cols, c = i % cols;
-    store(out, i, load(in, r * ld_in + c));
-  }
+    widen_fp8_kernel(TensorRef out, TensorRef in, int64_t rows, int64_t cols, int64_t ld_in, bool vector) {
+  for_each_pack(rows * cols, [&](int64_t i, int count) {
+    float v[kPack];
+    if (vector) {
+      load_values(in, i / cols * ld_in + i % cols, count, true, v);
+    } else {
+      for (int e = 0; e < kPack; ++e) {
+        const int64_t j = i + e;
+        v[e] = e < count ? load(in, j / cols * ld_in + j % cols) : 0.0f;
+      }
+    }
+    store_values(out, i, count, vector, v);
+  });
 }
 
 __global__ void fold_scales_kernel(float* scalars, float alpha, float beta, const float* a_scale_inv,
@@ -88,8 +98,11 @@ void transpose_bytes(void* out, const void* in, int64_t rows, int64_t cols, int6
 void widen_fp8(void* out, DType out_dtype, const void* in, DType in_dtype, int64_t rows, int64_t cols, int64_t ld_in,
                cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
-  launch<widen_fp8_kernel>(dim3(grid_for(rows * cols)), dim3(kThreads), 0, stream, TensorRef{out, out_dtype, nullptr},
-                           TensorRef{const_cast<void*>(in), in_dtype, nullptr}, rows, cols, ld_in);
+  const auto aligned = [](const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  const bool vector = cols % kPack == 0 && ld_in % kPack == 0 && aligned(in, kPack) && aligned(out, 2 * kPack);
+  launch<widen_fp8_kernel>(dim3(pack_grid(rows * cols, kThreads)), dim3(kThreads), 0, stream,
+                           TensorRef{out, out_dtype, nullptr}, TensorRef{const_cast<void*>(in), in_dtype, nullptr}, rows,
+                           cols, ld_in, vector);
 }
 
 void fold_scales(float* scalars, float alpha, float beta, const float* a_scale_inv, const float* b_scale_inv,
