@@ -17,12 +17,19 @@ namespace gpt::cuda {
 
 constexpr int kPack = 8;
 
-// Host: whether t's base pointer allows pack loads (16 bytes, 8 for the one-byte FP8 formats). An empty
-// tensor does not hold a kernel back.
-inline bool pack_aligned(const Tensor& t) {
-  if (t.empty()) return true;
-  const size_t bytes = std::min<size_t>(16, kPack * dtype_size(t.dtype));
-  return reinterpret_cast<uintptr_t>(t.data) % bytes == 0;
+// Host: whether data of format dtype allows pack loads (16 bytes, 8 for the one-byte FP8 formats).
+inline bool pack_aligned(const void* data, DType dtype) {
+  return reinterpret_cast<uintptr_t>(data) % std::min<size_t>(16, kPack * dtype_size(dtype)) == 0;
+}
+// The same for a tensor's base pointer; an empty tensor does not hold a kernel back.
+inline bool pack_aligned(const Tensor& t) { return t.empty() || pack_aligned(t.data, t.dtype); }
+
+// Host: how many lanes read one row of `packs` packs together (a pack each): the power of two that covers
+// them, at most a warp, so a warp's lanes split into whole groups (group_sum, block_reduce.cuh).
+inline int lanes_per_row(int64_t packs) {
+  int width = 1;
+  while (width < packs && width < 32) width *= 2;
+  return width;
 }
 
 // Blocks of `threads` for a grid-stride walk over the ceil(n / kPack) packs of n elements, at most

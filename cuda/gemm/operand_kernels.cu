@@ -98,8 +98,8 @@ void transpose_bytes(void* out, const void* in, int64_t rows, int64_t cols, int6
 void widen_fp8(void* out, DType out_dtype, const void* in, DType in_dtype, int64_t rows, int64_t cols, int64_t ld_in,
                cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
-  const auto aligned = [](const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
-  const bool vector = cols % kPack == 0 && ld_in % kPack == 0 && aligned(in, kPack) && aligned(out, 2 * kPack);
+  const bool vector =
+      cols % kPack == 0 && ld_in % kPack == 0 && pack_aligned(in, in_dtype) && pack_aligned(out, out_dtype);
   launch<widen_fp8_kernel>(dim3(pack_grid(rows * cols, kThreads)), dim3(kThreads), 0, stream,
                            TensorRef{out, out_dtype, nullptr}, TensorRef{const_cast<void*>(in), in_dtype, nullptr}, rows,
                            cols, ld_in, vector);

@@ -183,8 +183,6 @@ void attention_decode(const AttentionDecodeArgs& args, const DeviceContext& ctx)
   const int hs = static_cast<int>(s.head_size);
   const DecodeChunks split = attention_decode_chunks(s.heads, s.head_size, args.length, ctx.scratch_bytes);
   const int packs = (hs + kPack - 1) / kPack;
-  int width = 1;
-  while (width < packs && width < 32) width *= 2;
   const size_t shared = static_cast<size_t>(hs) * (1 + kThreads / packs) * sizeof(float);
   // Packs only where every row starts on a pack boundary of aligned memory.
   const bool vector = hs % kPack == 0 && pack_aligned(args.k_cache) && pack_aligned(args.v_cache);
@@ -193,7 +191,7 @@ void attention_decode(const AttentionDecodeArgs& args, const DeviceContext& ctx)
                                   dim3(kThreads), shared, ctx.stream, tensor_ref(args.out), tensor_ref(args.qkv),
                                   tensor_ref(args.k_cache), tensor_ref(args.v_cache),
                                   static_cast<float*>(args.scratch.data), partials, s.capacity, hs, args.length,
-                                  split.length, args.scale, width, vector);
+                                  split.length, args.scale, lanes_per_row(packs), vector);
   if (split.chunks == 1) return;
   launch<attention_decode_combine_kernel>(dim3(static_cast<unsigned>(s.heads)),
                                           dim3(static_cast<unsigned>(std::min(kMaxHeadSize, (hs + 31) / 32 * 32))), 0,

@@ -1,6 +1,7 @@
 // The fused attention's scalar kernels and its shared parts: the argument checks, and the delta kernel
-// both backward paths start with (a lane group a row, in 16-byte packs where the layout allows). The math is flash_attention.cu's (online softmax, probabilities
-// recomputed from the log-sum-exp, D = rowsum(dout ⊙ out), no T x T matrix in memory), on FP32 FMAs:
+// both backward paths start with (a lane group a row, in 16-byte packs where the layout allows). The math
+// is flash_attention.cu's (online softmax, probabilities recomputed from the log-sum-exp,
+// D = rowsum(dout ⊙ out), no T x T matrix in memory), on FP32 FMAs:
 //   forward:  one thread per query row, over its keys t2 <= t with a running max and sum;
 //   backward: one thread per query row for dq, one per key row for dk and dv (over the rows t >= t2);
 // every thread reads its tensors by their format and writes only its own row, so results are bitwise
@@ -267,12 +268,9 @@ void scalar_flash_forward(const FlashParams& p, cudaStream_t stream) {
 
 void attention_delta(const FlashBackwardParams& p, cudaStream_t stream) {
   if (p.out_in_compute_format) {
-    const int64_t packs = (p.head_size + kPack - 1) / kPack;
-    int width = 1;
-    while (width < packs && width < 32) width *= 2;
-    const size_t pack_bytes = std::min<size_t>(16, kPack * dtype_size(p.dtype));
-    const auto aligned = [&](const void* x) { return reinterpret_cast<uintptr_t>(x) % pack_bytes == 0; };
-    const bool vector = p.head_size % kPack == 0 && p.C % kPack == 0 && aligned(p.out) && aligned(p.dout);
+    const int width = lanes_per_row((p.head_size + kPack - 1) / kPack);
+    const bool vector = p.head_size % kPack == 0 && p.C % kPack == 0 && pack_aligned(p.out, p.dtype) &&
+                        pack_aligned(p.dout, p.dtype);
     const int64_t warps = (p.batch_heads * p.T + 32 / width - 1) / (32 / width);
     const dim3 grid(static_cast<unsigned>(std::clamp<int64_t>((warps * 32 + kThreads - 1) / kThreads, 1, 65535)));
     launch<delta_kernel>(grid, dim3(kThreads), 0, stream, p, width, vector);
