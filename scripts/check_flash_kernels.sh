@@ -10,7 +10,8 @@
 # compiler), since a compiler-only toolkit has no cuobjdump; its opcode table is first confirmed on
 # tests/cuda/static/sass_probe.cu, whose instruction counts are known, and where cuobjdump exists its HMMA
 # count must agree. Prints each kernel's registers, stack, spills and the three counts. ctest runs it in GPU
-# builds (cuda_static.FlashAttentionKernels).
+# builds (cuda_static.FlashAttentionKernels). The tiled FP32 kernels (flash_attention_tiled.cu) are
+# compiled too and must not spill.
 #
 #   scripts/check_flash_kernels.sh [ARCH ...]     (default: 80 90)
 set -euo pipefail
@@ -84,7 +85,27 @@ for arch in "${archs[@]}"; do
       if (n < 12) { printf "  FAIL: %d kernels found, expected 12 (3 kernels x head sizes 64, 128 x BF16, F16)\n", n; bad = 1 }
       exit bad
     }' "$work/ptxas_$arch.txt" || status=1
+  # The tiled FP32 kernels (flash_attention_tiled.cu: the fp32 recipe's attention): no spills either.
+  "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
+    "${gencode[@]}" -Xptxas -v -cubin -o "$work/tiled.cubin" "$root/cuda/kernels/flash_attention_tiled.cu" \
+    2>"$work/ptxas_tiled_$arch.txt" || { cat "$work/ptxas_tiled_$arch.txt"; exit 1; }
+  awk -v arch="$arch" '
+    /Compiling entry function/ { split($0, q, "'\''"); fn = q[2] }
+    /spill stores/ { stack[fn] = $5 + 0; stores[fn] = $9 + 0; loads[fn] = $13 + 0 }
+    /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); regs[fn] = substr($0, RSTART + 5, RLENGTH - 5); order[++n] = fn }
+    END {
+      bad = 0
+      for (i = 1; i <= n; ++i) {
+        fn = order[i]
+        cmd = "c++filt " fn; cmd | getline name; close(cmd)
+        gsub(/\(anonymous namespace\)::/, "", name); sub(/^void gpt::cuda::/, "", name); sub(/\(.*/, "", name)
+        printf "sm_%s %-40s %3d registers, %4d bytes stack, spill %d/%d bytes\n", arch, name, regs[fn], stack[fn], stores[fn], loads[fn]
+        if (stores[fn] > 0 || loads[fn] > 0) { print "  FAIL: spills registers"; bad = 1 }
+      }
+      if (n < 12) { printf "  FAIL: %d tiled kernels found, expected 12 (forward, dq, D, dk/dv x 2, 4, 8 columns a lane)\n", n; bad = 1 }
+      exit bad
+    }' "$work/ptxas_tiled_$arch.txt" || status=1
 done
 if [ $status -ne 0 ]; then echo "check_flash_kernels: FAILED"
-else echo "check_flash_kernels: no spills; in every kernel's SASS one HMMA per mma.sync, one LDSM per ldmatrix, one LDGSTS per cp.async${cuobjdump:+ (HMMA counts agree with cuobjdump)}"; fi
+else echo "check_flash_kernels: no spills (tensor-core and tiled kernels); in every kernel's SASS one HMMA per mma.sync, one LDSM per ldmatrix, one LDGSTS per cp.async${cuobjdump:+ (HMMA counts agree with cuobjdump)}"; fi
 exit $status

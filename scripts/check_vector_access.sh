@@ -37,10 +37,10 @@ layernorm:layernorm_param_grads_kernel  the first pass's partials, a column a th
 row_product:row_product_along_n_kernel  b stored [K,N]: a thread an output column, neighbours read neighbours
 row_sum:row_sum_kernel  the emulator's first test kernel (tests/cuda/test_row_sum.cpp), not a model op
 attention:store_heads_kernel  the materialised attention (train.attention: materialised, a checking path)
-flash_attention_scalar:scalar_forward_kernel  the fused attention's scalar path (FP32, odd head sizes): correct, slow
-flash_attention_scalar:scalar_dq_kernel  the fused attention's scalar path (FP32, odd head sizes): correct, slow
-flash_attention_scalar:scalar_dkv_kernel  the fused attention's scalar path (FP32, odd head sizes): correct, slow
-flash_attention_scalar:delta_from_probabilities_kernel  fp8's D, recomputed from the probabilities a row a thread
+flash_attention_scalar:scalar_forward_kernel  the fused attention's scalar path (head sizes 129-256): correct, slow
+flash_attention_scalar:scalar_dq_kernel  the fused attention's scalar path (head sizes 129-256): correct, slow
+flash_attention_scalar:scalar_dkv_kernel  the fused attention's scalar path (head sizes 129-256): correct, slow
+flash_attention_scalar:delta_from_probabilities_kernel  fp8's D past head size 128, recomputed from the probabilities a row a thread
 EOF
 )
 

@@ -181,7 +181,8 @@ if [ -z "$arch" ]; then
 fi
 
 # The fused attention alone: TFLOP/s forward and backward, causal (FLOPs counted as half the square),
-# BF16, head sizes 64 and 128, T = 1024, 4096, 8192 (tests/cuda/backend/bench_flash_attention.cpp); and its
+# BF16, head sizes 64 and 128, T = 1024, 4096, 8192, and FP32 (the tiled kernels) at T = 1024 and 4096
+# (tests/cuda/backend/bench_flash_attention.cpp); and its
 # static checks (no register spills; HMMA, LDSM, LDGSTS in the SASS) for this GPU's architecture.
 if ! skipped flash; then
   GPT_FLASH_BENCH=1 limited 180 "$cuda_tests" --gtest_filter='CudaFlashBenchmark.*' >"$out/flash_bench.log" 2>&1 ||

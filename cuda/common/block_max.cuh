@@ -13,10 +13,14 @@ namespace gpt::cuda {
 
 __device__ __forceinline__ float nan_max(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = warpSize / 2; offset > 0; offset /= 2) v = nan_max(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
+// The maximum over the `width` lanes of each aligned group of `width` (a power of two up to the warp), as
+// block_reduce.cuh's group_sum. Every lane of the warp must call it.
+__device__ __forceinline__ float group_max(float v, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) v = nan_max(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
   return v;
 }
+
+__device__ __forceinline__ float warp_max(float v) { return group_max(v, warpSize); }
 
 // Every thread gets the block's maximum. blockDim.x a multiple of 32, one-dimensional; ends with a
 // barrier, so it may be called again at once.

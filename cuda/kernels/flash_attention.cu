@@ -32,27 +32,21 @@
 // different banks. Tiles per head size (FlashAttention-2 uses 128 x 64 to 128 x 128 on A100/H100; 64-row
 // blocks keep the backward's accumulators, dk and dv of 16 x hs per warp, within the registers):
 //   hs 64:  forward 64 x 64, backward inner tiles of 64;   hs 128: forward 64 x 64, backward inner 32.
-// Other head sizes and FP32 go to flash_attention_scalar.cu, which has the same semantics on FMAs.
+// FP32 and other head sizes go to flash_attention_tiled.cu (up to 128) and flash_attention_scalar.cu
+// (past that), which have the same semantics on FP32 FMAs.
 #include "kernels/flash_attention.h"
 
 #include "common/cuda_check.h"
 #include "common/launch.cuh"
 #include "common/mma.cuh"
 #include "common/tensor_access.cuh"
+#include "common/unroll.cuh"
 #include "kernels/flash_attention_params.h"
 
 #include <cmath>
 
 namespace gpt::cuda {
 namespace {
-
-// Full unrolling of the fixed-trip loops over fragments, so every accumulator index is a constant and
-// the arrays stay in registers (a loop nvcc leaves rolled puts its array in local memory).
-#if defined(__CUDA_ARCH__)
-#define GPT_UNROLL _Pragma("unroll")
-#else
-#define GPT_UNROLL
-#endif
 
 constexpr int kThreads = 128;    // 4 warps
 constexpr int kBlockRows = 64;   // 16 rows per warp
@@ -507,12 +501,15 @@ void flash_attention_forward(const AttentionForwardArgs& args, const DeviceConte
   const FlashParams p = flash_params(args.qkv, args.out, args.probs, args.n_head, args.dropout, "attention_forward");
   if (p.T == 0 || p.batch_heads == 0) return;
   // 16-byte cp.async chunks of every head's rows: the tensors' starts must be 16-byte aligned (the
-  // arenas align every buffer; a view at an odd offset takes the scalar kernels).
+  // arenas align every buffer; a view at an odd offset takes the tiled kernels).
   if (flash_attention_uses_tensor_cores(args.qkv.dtype, p.head_size) && aligned(p.qkv, 16) && aligned(p.out, 4)) {
     with_tensor_core_kernel<TensorCoreForward>(args.qkv.dtype, p.head_size, p, ctx.stream);
     return;
   }
-  scalar_flash_forward(p, ctx.stream);
+  if (p.head_size <= kMaxTiledHeadSize)
+    tiled_flash_forward(p, ctx.stream);
+  else
+    scalar_flash_forward(p, ctx.stream);
 }
 
 void flash_attention_backward(const AttentionBackwardArgs& args, const DeviceContext& ctx) {
@@ -524,7 +521,10 @@ void flash_attention_backward(const AttentionBackwardArgs& args, const DeviceCon
     with_tensor_core_kernel<TensorCoreBackward>(args.qkv.dtype, p.head_size, p, ctx.stream);
     return;
   }
-  scalar_flash_backward(p, ctx.stream);
+  if (p.head_size <= kMaxTiledHeadSize)
+    tiled_flash_backward(p, ctx.stream);
+  else
+    scalar_flash_backward(p, ctx.stream);
 }
 
 }  // namespace gpt::cuda

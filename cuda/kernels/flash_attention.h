@@ -1,7 +1,8 @@
 // Causal self-attention, fused (flash-style): no [B,NH,T,T] matrix in memory. The CUDA backend's
 // attention when it reports attention_keeps_probs = false; the math, layout and kernels are in
-// flash_attention.cu (tensor cores, BF16/F16, head sizes 64 and 128) and flash_attention_scalar.cu
-// (every other case: FP32 and any head size up to kMaxScalarHeadSize, on plain FMAs).
+// flash_attention.cu (tensor cores, BF16/F16, head sizes 64 and 128), flash_attention_tiled.cu (FP32,
+// and any head size up to kMaxTiledHeadSize, on FP32 FMAs through shared-memory tiles) and
+// flash_attention_scalar.cu (head sizes past that, up to kMaxScalarHeadSize: correct, slow).
 #pragma once
 
 #include "backend/op_args.h"
@@ -20,7 +21,10 @@ void flash_attention_backward(const AttentionBackwardArgs& args, const DeviceCon
 // Whether (format, head size) runs on the tensor-core kernels rather than the scalar ones.
 bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_size);
 
-// The largest head size the scalar kernels take (their per-thread accumulators are arrays of this size).
+// The largest head size the tiled FP32 kernels take (their per-thread accumulators are kept in registers,
+// head size / 16 columns of 4 rows), and the largest the scalar ones take (their per-thread accumulators
+// are arrays of this size, in local memory).
+inline constexpr int64_t kMaxTiledHeadSize = 128;
 inline constexpr int64_t kMaxScalarHeadSize = 256;
 
 // The dropout mask's flat element of (head bh = b*NH + h, query row t, key column t2), as the CPU keys it:

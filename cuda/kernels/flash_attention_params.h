@@ -1,5 +1,6 @@
-// What the fused attention's kernels (flash_attention.cu, flash_attention_scalar.cu) share: their
-// parameters, checked once from the op's arguments, the dropout rule, and the scalar kernels' launchers.
+// What the fused attention's kernels (flash_attention.cu, flash_attention_tiled.cu,
+// flash_attention_scalar.cu) share: their parameters, checked once from the op's arguments, the dropout
+// rule, and the tiled and scalar kernels' launchers.
 #pragma once
 
 #include "backend/op_args.h"
@@ -62,7 +63,14 @@ FlashParams flash_params(const Tensor& qkv, const Tensor& out, const Tensor& lse
                          const char* op, bool any_out_format = false);
 FlashBackwardParams flash_backward_params(const AttentionBackwardArgs& args);
 
-// The scalar kernels: any format the recipes compute in and head sizes up to kMaxScalarHeadSize.
+// The tiled kernels (flash_attention_tiled.cu): any format the recipes compute in and head sizes up to
+// kMaxTiledHeadSize, on FP32 FMAs through shared-memory tiles.
+void tiled_flash_forward(const FlashParams& p, cudaStream_t stream);
+void tiled_flash_backward(const FlashBackwardParams& p, cudaStream_t stream);
+// p.delta = rowsum(Pd ⊙ dPd) from recomputed probabilities (attention_delta's path for an output stored
+// in another format), head sizes up to kMaxTiledHeadSize.
+void tiled_attention_delta_from_probabilities(const FlashBackwardParams& p, cudaStream_t stream);
+// The scalar kernels: the head sizes past kMaxTiledHeadSize, up to kMaxScalarHeadSize.
 void scalar_flash_forward(const FlashParams& p, cudaStream_t stream);
 void scalar_flash_backward(const FlashBackwardParams& p, cudaStream_t stream);
 // p.delta = rowsum(dout ⊙ out) per (head, row), for both backward kernels; with out in another format,

@@ -5,8 +5,8 @@
 //   forward:  one thread per query row, over its keys t2 <= t with a running max and sum;
 //   backward: one thread per query row for dq, one per key row for dk and dv (over the rows t >= t2);
 // every thread reads its tensors by their format and writes only its own row, so results are bitwise
-// reproducible. This is the path for FP32 (the fp32 recipe's fused attention) and for head sizes the
-// tensor-core kernels do not take; it is correct at any T, and slow: no tensor cores, each thread
+// reproducible. This is the path for head sizes past kMaxTiledHeadSize (flash_attention_tiled.cu takes
+// FP32 and every head size up to it); it is correct at any T, and slow: no tensor cores, each thread
 // rereads every key row and keeps its row's accumulators (up to kMaxScalarHeadSize floats) in local memory.
 #include "kernels/flash_attention.h"
 #include "kernels/flash_attention_params.h"
@@ -274,8 +274,11 @@ void attention_delta(const FlashBackwardParams& p, cudaStream_t stream) {
     const int64_t warps = (p.batch_heads * p.T + 32 / width - 1) / (32 / width);
     const dim3 grid(static_cast<unsigned>(std::clamp<int64_t>((warps * 32 + kThreads - 1) / kThreads, 1, 65535)));
     launch<delta_kernel>(grid, dim3(kThreads), 0, stream, p, width, vector);
-  } else
+  } else if (p.head_size <= kMaxTiledHeadSize) {
+    tiled_attention_delta_from_probabilities(p, stream);
+  } else {
     launch<delta_from_probabilities_kernel>(rows_grid(p), dim3(kThreads), 0, stream, p);
+  }
 }
 
 void scalar_flash_backward(const FlashBackwardParams& p, cudaStream_t stream) {

@@ -15,9 +15,9 @@
 // 1.5e-2, dv 7.2e-3 / 8.4e-3; hs 128 dq 6.0e-3 / 1.8e-2, dk 1.1e-2 / 1.7e-2 (2026-12-03). Every ratio is under
 // 1.1 but one: BF16, hs 128, T = 1, dq and dk 4.8e-3 against 1.9e-3 (2.5 x), within the floor below; there
 // the exact value is 0 and both errors are rounding noise.
-// Shapes: head sizes 64 and 128 (tensor cores) and 13 (the scalar kernels), T in {1, 67, 128, 257, 1024} (a
-// ragged last tile, one tile, several, sixteen query blocks: each backward pass refills both of its stages
-// of tiles many times), B = 2 x NH = 2 heads; T = 1024 takes 4-10 s a case (60-150 s under the sanitizers),
+// Shapes: head sizes 64 and 128 (tensor cores), 13 and 100 (the tiled kernels) and 160 (the scalar ones),
+// T in {1, 67, 128, 257, 1024} (a ragged last tile, one tile, several, sixteen query blocks: each backward
+// pass refills both of its stages of tiles many times), B = 2 x NH = 2 heads; T = 1024 takes 4-10 s a case (60-150 s under the sanitizers),
 // so it has a test of its own, where F16 runs at head size 128 only. The outputs are poisoned (NaN) before
 // each call.
 // The dropout mask is checked exactly: with v one-hot (v row t2 = e_t2, T <= hs), out[t][t2] is
@@ -298,28 +298,43 @@ TEST_F(FlashAttention, TensorCoreKernelsAtT1024WithinTwiceANaiveAttentionsError)
   check_case({DType::F16, 128, 1024, 0.1f});
 }
 
-TEST_F(FlashAttention, ScalarKernelsTakeAnOddHeadSize) {
+// Head size 13: two columns a lane, element loads; 100: eight columns a lane, past a pack multiple.
+TEST_F(FlashAttention, TiledKernelsTakeOddHeadSizes) {
   for (DType f : {DType::BF16, DType::F16})
     for (int64_t T : {1, 67, 130}) check_case({f, 13, T, 0.1f});
+  check_case({DType::BF16, 100, 67, 0.1f});
 }
 
-// The fp32 recipe's fused attention (the scalar kernels in FP32) against the CPU's FP32: both sum the
-// same products in different orders, so they agree to a few FP32 units of the largest terms.
+TEST_F(FlashAttention, ScalarKernelsTakeHeadSizesPastTheTiledOnes) {
+  check_case({DType::BF16, 160, 67, 0.1f});
+  check_case({DType::F16, 160, 1, 0.0f});
+}
+
+// The fp32 recipe's fused attention (the tiled kernels in FP32) against the CPU's FP32: both sum the
+// same products in different orders, so they agree to a few FP32 units of the largest terms. Head sizes
+// 64 and 128 (16-byte packs, both column counts of the real models) and 13 (element loads); T = 257 walks
+// nine tiles, the last ragged.
 TEST_F(FlashAttention, Fp32MatchesTheCpuToFp32Rounding) {
-  const Shape s{2, 2, 67, 64};
-  const std::vector<double> qkv = random_values(s.B * s.T * 3 * s.C(), DType::F32, 2.0, 3);
-  const std::vector<double> dout = random_values(s.B * s.T * s.C(), DType::F32, 1.0, 4);
-  const Outputs fused = run_fused(s, DType::F32, qkv, dout, 0.1f);
-  const Outputs ref = run_cpu(s, qkv, dout, 0.1f);
-  EXPECT_LE(max_error(fused.out, ref.out), 2e-6);
-  EXPECT_LE(max_error(fused.lse, ref.lse), 2e-6);
-  EXPECT_LE(max_error(fused.dqkv, ref.dqkv), 2e-5);
+  for (const Shape& s : {Shape{2, 2, 67, 64}, Shape{1, 2, 257, 128}, Shape{2, 3, 67, 13}}) {
+    SCOPED_TRACE(::testing::Message() << "hs " << s.hs << " T " << s.T);
+    const std::vector<double> qkv = random_values(s.B * s.T * 3 * s.C(), DType::F32, 2.0, 3);
+    const std::vector<double> dout = random_values(s.B * s.T * s.C(), DType::F32, 1.0, 4);
+    const Outputs fused = run_fused(s, DType::F32, qkv, dout, 0.1f);
+    const Outputs ref = run_cpu(s, qkv, dout, 0.1f);
+    const double out = max_error(fused.out, ref.out), lse = max_error(fused.lse, ref.lse);
+    const double dqkv = max_error(fused.dqkv, ref.dqkv);
+    std::printf("flash f32 hs %3lld T %3lld p 0.1 (fused - CPU, max |error|):  out %.1e  lse %.1e  dqkv %.1e\n",
+                static_cast<long long>(s.hs), static_cast<long long>(s.T), out, lse, dqkv);
+    EXPECT_LE(out, 2e-6);
+    EXPECT_LE(lse, 2e-6);
+    EXPECT_LE(dqkv, 2e-5);
+  }
 }
 
 // An FP8 recipe's backward (out stored in E4M3) takes D from the probabilities: its gradients are as close
 // to the CPU's as the compute-format path's (2 x the naive attention's error), and out is never read.
 TEST_F(FlashAttention, AnE4m3OutputIsNotReadByTheBackward) {
-  for (int64_t hs : {64, 13}) {
+  for (int64_t hs : {64, 13, 160}) {  // D from the tiled kernels (64, 13) and the scalar ones (160)
     SCOPED_TRACE(::testing::Message() << "hs " << hs);
     const Shape s{2, 2, 67, hs};
     const std::vector<double> qkv = random_values(s.B * s.T * 3 * s.C(), DType::BF16, 2.0, 21);
@@ -362,7 +377,9 @@ void check_mask(DType f, int64_t hs, int64_t T) {
 TEST_F(FlashAttention, DropoutMaskIsTheCpusBitForBit) {
   check_mask(DType::BF16, 128, 67);  // tensor cores: T = 67 <= hs, a ragged tile
   check_mask(DType::F16, 64, 64);
-  check_mask(DType::BF16, 13, 13);   // the scalar kernels
+  check_mask(DType::BF16, 13, 13);   // the tiled kernels
+  check_mask(DType::F32, 64, 64);
+  check_mask(DType::BF16, 160, 67);  // the scalar kernels
 }
 
 TEST(FlashAttentionIndex, MaskElementsAre64Bit) {
