@@ -9,7 +9,8 @@
 //               S = s q k_j^T;  m' = max(m, rowmax S);  l = l e^(m-m') + rowsum e^(S-m');
 //               o = o e^(m-m') + (e^(S-m') ⊙ M/(1-p)) v_j
 //             out = o / l (rounded once to the compute format);  lse = m + log l
-//   backward: P = e^(s q k^T - lse) recomputed from lse;  D = rowsum(dout ⊙ out)  (the delta kernel)
+//   backward: P = e^(s q k^T - lse) recomputed from lse;  D = rowsum(dout ⊙ out)  (the delta kernel; for
+//             an output stored only in E4M3, rowsum(Pd ⊙ dPd) by the dq pass without its product)
 //             dPd = dout v^T;  dS = P ⊙ (dPd ⊙ M/(1-p) - D)
 //             dv = (P ⊙ M/(1-p))^T dout;  dk = s dS^T q   one block per key block, over the query tiles
 //             dq = s dS k                                  one block per query block, over the key tiles
@@ -317,8 +318,10 @@ __device__ __forceinline__ void recompute_probabilities(float (&s)[kN][4], float
     }
 }
 
-// dq for one block of 64 query rows, over the key tiles up to its diagonal.
-template <int kHead, MmaInput kIn>
+// dq for one block of 64 query rows, over the key tiles up to its diagonal. kDeltaOnly: instead of dq,
+// D = rowsum(Pd ⊙ dPd) into p.delta, for an output the recipe stores only in another format (fp8's
+// E4M3): the same two products a tile, the row sums in place of the third.
+template <int kHead, MmaInput kIn, bool kDeltaOnly = false>
 __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwardParams p) {
   using Tl = Tiles<kHead>;
   constexpr int kS = Tl::kStride, kInner = Tl::kInner, kN = kInner / 8;
@@ -340,7 +343,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
   GPT_UNROLL
   for (int r = 0; r < 2; ++r) {
     lse2[r] = row[r] < T ? p.lse[bh * T + row[r]] * kLog2e : 0.0f;
-    delta[r] = row[r] < T ? p.delta[bh * T + row[r]] : 0.0f;
+    delta[r] = row[r] < T && !kDeltaOnly ? p.delta[bh * T + row[r]] : 0.0f;
   }
 
   auto load_stage = [&](int64_t j) {
@@ -365,9 +368,38 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
     product_over_head<kHead, kIn>(s, sq, warp * 16, sk, lane);
     product_over_head<kHead, kIn>(dp, sdo, warp * 16, sv, lane);
     const bool edge = key0 + kInner - 1 > q0 || key0 + kInner > T;
-    recompute_probabilities<false>(s, dp, p.scale_log2, p.dropout, T, bh, row[0], row[1], key0, tq, edge, lse2[0],
-                                   lse2[1], delta[0], delta[1], nullptr, nullptr);
-    product_into_head<kHead, kIn>(dq, s, sk, lane);
+    if constexpr (kDeltaOnly) {
+      // This thread's elements of its two rows: columns 2tq, 2tq+1 of each 8-column tile (C fragments).
+      GPT_UNROLL
+      for (int n = 0; n < kN; ++n)
+        GPT_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          const int64_t col0 = key0 + n * 8 + 2 * tq;
+          float f[2] = {1.0f, 1.0f};
+          if (p.dropout.active) p.dropout.pair(attention_mask_element(bh, T, row[r], col0), f[0], f[1]);
+          GPT_UNROLL
+          for (int e = 0; e < 2; ++e) {
+            if (edge && (col0 + e > row[r] || col0 + e >= T)) continue;
+            const float prob = exp2f(s[n][2 * r + e] * p.scale_log2 - lse2[r]);
+            delta[r] = fmaf(prob * f[e], dp[n][2 * r + e], delta[r]);
+          }
+        }
+    } else {
+      recompute_probabilities<false>(s, dp, p.scale_log2, p.dropout, T, bh, row[0], row[1], key0, tq, edge, lse2[0],
+                                     lse2[1], delta[0], delta[1], nullptr, nullptr);
+      product_into_head<kHead, kIn>(dq, s, sk, lane);
+    }
+  }
+  if constexpr (kDeltaOnly) {
+    // A row's four threads (tq = 0..3, adjacent lanes) add their sums in a fixed order.
+    GPT_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      float d = delta[r];
+      d += __shfl_xor_sync(0xFFFFFFFFu, d, 1);
+      d += __shfl_xor_sync(0xFFFFFFFFu, d, 2);
+      if (tq == 0 && row[r] < T) p.delta[bh * T + row[r]] = d;
+    }
+    return;
   }
   auto* dqkv = static_cast<uint16_t*>(p.dqkv);
   GPT_UNROLL
@@ -481,6 +513,13 @@ struct TensorCoreBackward {
   }
 };
 
+template <int kHead, MmaInput kIn>
+struct TensorCoreDelta {
+  static void run(const FlashBackwardParams& p, cudaStream_t stream) {
+    launch_with_shared<flash_backward_dq_kernel<kHead, kIn, true>>(row_block_grid(p), Tiles<kHead>::dq_bytes(), stream, p);
+  }
+};
+
 // The one switch from (format, head size) to the tensor-core kernels' template arguments.
 template <template <int, MmaInput> class Run, class Params>
 void with_tensor_core_kernel(DType dtype, int64_t head_size, const Params& p, cudaStream_t stream) {
@@ -515,9 +554,14 @@ void flash_attention_forward(const AttentionForwardArgs& args, const DeviceConte
 void flash_attention_backward(const AttentionBackwardArgs& args, const DeviceContext& ctx) {
   const FlashBackwardParams p = flash_backward_params(args);
   if (p.T == 0 || p.batch_heads == 0) return;
-  attention_delta(p, ctx.stream);
-  if (flash_attention_uses_tensor_cores(args.qkv.dtype, p.head_size) && aligned(p.qkv, 16) && aligned(p.dout, 16) &&
-      aligned(p.dqkv, 4)) {
+  const bool tensor_cores = flash_attention_uses_tensor_cores(args.qkv.dtype, p.head_size) && aligned(p.qkv, 16) &&
+                            aligned(p.dout, 16) && aligned(p.dqkv, 4);
+  // D from the probabilities on tensor cores where the backward runs there; else attention_delta decides.
+  if (!p.out_in_compute_format && tensor_cores)
+    with_tensor_core_kernel<TensorCoreDelta>(args.qkv.dtype, p.head_size, p, ctx.stream);
+  else
+    attention_delta(p, ctx.stream);
+  if (tensor_cores) {
     with_tensor_core_kernel<TensorCoreBackward>(args.qkv.dtype, p.head_size, p, ctx.stream);
     return;
   }

@@ -17,7 +17,7 @@
 // Each output is written once, by the block owning its row, in a fixed order: bitwise reproducible. The
 // outputs leave through shared memory (a tile the block no longer reads) as 16-byte packs, as
 // FlashAttention-2 stages them. The same pass as dq, without the dq products, gives D = rowsum(Pd ⊙ dPd)
-// where the output is stored only as E4M3 (fp8 recipes), for any head size the tensor cores take too.
+// where the output is stored only as E4M3 (fp8 recipes) at head sizes the tensor-core kernels do not take.
 // Slower than tensor cores by the ratio of FP32 to BF16 peaks; much faster than the scalar kernels, which
 // reread every key row from global memory a query row at a time.
 #include "kernels/flash_attention.h"

@@ -334,7 +334,7 @@ TEST_F(FlashAttention, Fp32MatchesTheCpuToFp32Rounding) {
 // An FP8 recipe's backward (out stored in E4M3) takes D from the probabilities: its gradients are as close
 // to the CPU's as the compute-format path's (2 x the naive attention's error), and out is never read.
 TEST_F(FlashAttention, AnE4m3OutputIsNotReadByTheBackward) {
-  for (int64_t hs : {64, 13, 160}) {  // D from the tiled kernels (64, 13) and the scalar ones (160)
+  for (int64_t hs : {64, 128, 13, 160}) {  // D on tensor cores (64, 128), the tiled kernels (13), scalar (160)
     SCOPED_TRACE(::testing::Message() << "hs " << hs);
     const Shape s{2, 2, 67, hs};
     const std::vector<double> qkv = random_values(s.B * s.T * 3 * s.C(), DType::BF16, 2.0, 21);
