@@ -7,13 +7,17 @@
 // A block owns a tile of 32 rows of one head (query rows in the forward and the dq pass, key rows in the
 // dk/dv pass) and walks the other side's tiles of 32 up to the causal diagonal. Its tiles are in shared
 // memory as FP32, read from any format in 16-byte packs where the layout allows (zeros past T and past
-// the head size, which is padded to W = 16 kCols columns), rows padded to an odd stride so the 16 rows a
-// half-warp reads at once fall in distinct banks. 128 threads: lane group g (16 lanes of a half-warp)
-// holds rows 4g..4g+3 of the block's tile, and lane l of the group
+// the head size, which is padded to W = 16 kCols columns). 128 threads: lane group g (16 lanes of a
+// half-warp) holds rows 4g..4g+3 of the block's tile, and lane l of the group
 //   - the scores of those rows with keys l and l+16 of the current tile (S = q k^T as a 4 x 2 outer
-//     product a column: 6 shared loads to 8 FMAs), whose row max and sum are butterflies within the group;
-//   - output columns l, l+16, ... (kCols of them: coalesced, conflict-free reads of the V, K, q or dout
-//     tile), accumulated from P or dS, which go through a 32 x 33 shared tile between the two products.
+//     product, four columns a step: 6 shared reads of 4 floats to 32 FMAs), whose row max and sum are
+//     butterflies within the group;
+//   - kCols output columns in runs of 4 adjacent ones (2 at W = 32), the group's 16 lanes reading a row's
+//     run together, accumulated from P or dS, which go through a 32 x 36 shared tile between the two
+//     products and are read 4 weights at a time.
+// Rows of the tiles are 16-byte aligned, 4 floats longer than a multiple of 32, so the 8 rows of a
+// shared-memory phase of 4-float reads fall in distinct banks; the order of every sum is that of a
+// plain loop over the head's columns or the tile's rows.
 // Each output is written once, by the block owning its row, in a fixed order: bitwise reproducible. The
 // outputs leave through shared memory (a tile the block no longer reads) as 16-byte packs, as
 // FlashAttention-2 stages them. The same pass as dq, without the dq products, gives D = rowsum(Pd ⊙ dPd)
@@ -42,18 +46,43 @@ constexpr int kThreads = 128;       // 8 lane groups of 16
 constexpr int kGroupLanes = 16;
 constexpr int kRowsPerThread = kTile / (kThreads / kGroupLanes);  // 4
 constexpr int kKeysPerLane = kTile / kGroupLanes;                  // 2
-constexpr int kScoreStride = kTile + 1;
+constexpr int kScoreStride = kTile + 4;  // rows of P, Pd, dS: 16-byte aligned for 4-float reads
 
 template <int kCols>
 struct TiledLayout {
   static constexpr int kWidth = kGroupLanes * kCols;  // the head size padded with zero columns
-  static constexpr int kStride = kWidth + 1;          // odd: a half-warp's 16 rows in 16 banks
+  // Rows 16-byte aligned for 4-float reads; 4 floats past a multiple of 32, so the rows of 8 lanes'
+  // 4-float reads (a shared-memory phase) cover the 32 banks once.
+  static constexpr int kStride = kWidth + 4;
+  // A lane's output columns: kCols / kVec runs of kVec adjacent ones, run m of lane l at column
+  // m * 16 kVec + l kVec, so a half-warp reads a row's run of 16 kVec columns in one sweep.
+  static constexpr int kVec = kCols < 4 ? kCols : 4;
+  static constexpr int kRuns = kCols / kVec;
   static constexpr size_t tile_bytes() { return size_t{kTile} * kStride * sizeof(float); }
   static constexpr size_t score_bytes() { return size_t{kTile} * kScoreStride * sizeof(float); }
   static constexpr size_t forward_bytes() { return 3 * tile_bytes() + score_bytes(); }
   static constexpr size_t dq_bytes() { return 4 * tile_bytes() + score_bytes(); }
   static constexpr size_t dkv_bytes() { return 4 * tile_bytes() + 2 * score_bytes() + 2 * kTile * sizeof(float); }
 };
+
+// N = 2 or 4 adjacent floats of shared memory (8- or 16-byte aligned) in one access.
+template <int N>
+__device__ __forceinline__ void load_floats(const float* p, float (&v)[N]) {
+  if constexpr (N == 4) {
+    const float4 x = load_vector<float4>(p);
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  } else {
+    const float2 x = load_vector<float2>(p);
+    v[0] = x.x, v[1] = x.y;
+  }
+}
+template <int N>
+__device__ __forceinline__ void store_floats(float* p, const float (&v)[N]) {
+  if constexpr (N == 4)
+    store_vector(p, make_float4(v[0], v[1], v[2], v[3]));
+  else
+    store_vector(p, make_float2(v[0], v[1]));
+}
 
 // Where a head's rows are in a [B,T,*] tensor: element first + t * stride + c of row t, column c.
 struct HeadRows {
@@ -75,8 +104,8 @@ __device__ void load_tile(float* tile, const TensorRef& x, HeadRows rows, int64_
     const int r = i / kPacks, c0 = i % kPacks * kPack, count = hs - c0;
     float v[kPack] = {};
     if (t0 + r < T && count > 0) load_values(x, rows.first + (t0 + r) * rows.stride + c0, std::min(count, int{kPack}), vector, v);
-    GPT_UNROLL
-    for (int k = 0; k < kPack; ++k) tile[r * L::kStride + c0 + k] = v[k];
+    store_vector(tile + r * L::kStride + c0, make_float4(v[0], v[1], v[2], v[3]));
+    store_vector(tile + r * L::kStride + c0 + 4, make_float4(v[4], v[5], v[6], v[7]));
   }
 }
 
@@ -96,51 +125,71 @@ __device__ void store_tile(const float* tile, const TensorRef& x, HeadRows rows,
   }
 }
 
-// acc[i][j] += sum over c < hs of a[4g+i][c] b[l+16j][c]: the 4 x 2 scores (or dPd) of this lane.
+// acc[i][j] += sum over c < hs of a[4g+i][c] b[l+16j][c]: the 4 x 2 scores (or dPd) of this lane, four
+// columns a step (6 reads of 4 floats to 32 FMAs; the columns past hs are zeros in both tiles).
 template <int kCols>
 __device__ __forceinline__ void row_dots(const float* a, const float* b, int hs, float (&acc)[kRowsPerThread][kKeysPerLane]) {
   using L = TiledLayout<kCols>;
   const int g = threadIdx.x / kGroupLanes, l = threadIdx.x % kGroupLanes;
   const float* a_rows = a + g * kRowsPerThread * L::kStride;
   const float* b_rows = b + l * L::kStride;
-GPT_UNROLL_BY(4)
-  for (int c = 0; c < hs; ++c) {
-    float x[kRowsPerThread], y[kKeysPerLane];
+  const int columns = (hs + 3) & ~3;
+GPT_UNROLL_BY(2)
+  for (int c = 0; c < columns; c += 4) {
+    float x[kRowsPerThread][4], y[kKeysPerLane][4];
     GPT_UNROLL
-    for (int i = 0; i < kRowsPerThread; ++i) x[i] = a_rows[i * L::kStride + c];
+    for (int i = 0; i < kRowsPerThread; ++i) load_floats(a_rows + i * L::kStride + c, x[i]);
     GPT_UNROLL
-    for (int j = 0; j < kKeysPerLane; ++j) y[j] = b_rows[j * kGroupLanes * L::kStride + c];
+    for (int j = 0; j < kKeysPerLane; ++j) load_floats(b_rows + j * kGroupLanes * L::kStride + c, y[j]);
     GPT_UNROLL
-    for (int i = 0; i < kRowsPerThread; ++i)
+    for (int e = 0; e < 4; ++e)
       GPT_UNROLL
-      for (int j = 0; j < kKeysPerLane; ++j) acc[i][j] = fmaf(x[i], y[j], acc[i][j]);
+      for (int i = 0; i < kRowsPerThread; ++i)
+        GPT_UNROLL
+        for (int j = 0; j < kKeysPerLane; ++j) acc[i][j] = fmaf(x[i][e], y[j][e], acc[i][j]);
   }
 }
 
-// acc[i][jj] += sum over r < n of w[r][4g+i] (transposed) or w[4g+i][r] x[r][l+16jj]: this lane's columns
-// of a product of a 32 x 32 shared tile w (P, Pd or dS) with a tile x.
+// acc[i][m kVec + e] += sum over r < n of w[r][4g+i] (transposed) or w[4g+i][r] times x[r][column m, e]:
+// this lane's columns of a product of a 32 x 32 shared tile w (P, Pd or dS) with a tile x, four r a step
+// (the rows from n to the next multiple of 4 add zeros: w is 0 there).
 template <int kCols, bool kTransposed>
 __device__ __forceinline__ void accumulate_product(const float* w, const float* x, int n,
                                                    float (&acc)[kRowsPerThread][kCols]) {
   using L = TiledLayout<kCols>;
   const int g = threadIdx.x / kGroupLanes, l = threadIdx.x % kGroupLanes;
-  for (int r = 0; r < n; ++r) {
-    float a[kRowsPerThread];
-    GPT_UNROLL
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int row = g * kRowsPerThread + i;
-      a[i] = kTransposed ? w[r * kScoreStride + row] : w[row * kScoreStride + r];
-    }
-    GPT_UNROLL
-    for (int jj = 0; jj < kCols; ++jj) {
-      const float y = x[r * L::kStride + l + jj * kGroupLanes];
+  const int rows = (n + 3) & ~3;
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    float a[kRowsPerThread][4];  // a[i][e]: the weight of row r0 + e for this lane's row i
+    if constexpr (kTransposed) {
       GPT_UNROLL
-      for (int i = 0; i < kRowsPerThread; ++i) acc[i][jj] = fmaf(a[i], y, acc[i][jj]);
+      for (int e = 0; e < 4; ++e) {
+        float column[kRowsPerThread];
+        load_floats(w + (r0 + e) * kScoreStride + g * kRowsPerThread, column);
+        GPT_UNROLL
+        for (int i = 0; i < kRowsPerThread; ++i) a[i][e] = column[i];
+      }
+    } else {
+      GPT_UNROLL
+      for (int i = 0; i < kRowsPerThread; ++i) load_floats(w + (g * kRowsPerThread + i) * kScoreStride + r0, a[i]);
     }
+    GPT_UNROLL
+    for (int e = 0; e < 4; ++e)
+      GPT_UNROLL
+      for (int m = 0; m < L::kRuns; ++m) {
+        float y[L::kVec];
+        load_floats(x + (r0 + e) * L::kStride + (m * kGroupLanes + l) * L::kVec, y);
+        GPT_UNROLL
+        for (int v = 0; v < L::kVec; ++v)
+          GPT_UNROLL
+          for (int i = 0; i < kRowsPerThread; ++i)
+            acc[i][m * L::kVec + v] = fmaf(a[i][e], y[v], acc[i][m * L::kVec + v]);
+      }
   }
 }
 
-// tile[4g+i][l+16jj] = acc[i][jj] * factor[i]: a lane's accumulators into a shared tile for store_tile.
+// tile[4g+i][column m, e] = acc[i][m kVec + e] * factor[i]: a lane's accumulators into a shared tile for
+// store_tile.
 template <int kCols>
 __device__ __forceinline__ void stage(float* tile, const float (&acc)[kRowsPerThread][kCols],
                                       const float (&factor)[kRowsPerThread]) {
@@ -149,12 +198,22 @@ __device__ __forceinline__ void stage(float* tile, const float (&acc)[kRowsPerTh
   GPT_UNROLL
   for (int i = 0; i < kRowsPerThread; ++i)
     GPT_UNROLL
-    for (int jj = 0; jj < kCols; ++jj) tile[(g * kRowsPerThread + i) * L::kStride + l + jj * kGroupLanes] = acc[i][jj] * factor[i];
+    for (int m = 0; m < L::kRuns; ++m) {
+      float v[L::kVec];
+      GPT_UNROLL
+      for (int e = 0; e < L::kVec; ++e) v[e] = acc[i][m * L::kVec + e] * factor[i];
+      store_floats(tile + (g * kRowsPerThread + i) * L::kStride + (m * kGroupLanes + l) * L::kVec, v);
+    }
 }
 
 __device__ __forceinline__ float dropout_factor(const FlashParams& p, int64_t bh, int64_t t, int64_t key) {
   return p.dropout.active ? p.dropout.factor(attention_mask_element(bh, p.T, t, key)) : 1.0f;
 }
+
+// At least 4 blocks a multiprocessor (128 registers a thread), 3 with 8 columns a lane (168), whose tiles
+// hold the blocks to 2-4 a multiprocessor in any case (55-77 KiB of shared memory): with the thread count
+// alone ptxas (CUDA 13) held five of the kernels to 56-80 registers and spilled.
+constexpr int min_blocks(int columns) { return columns >= 8 ? 3 : 4; }
 
 // Query tiles from the last: the rows with the most keys start first, so the grid's tail is short.
 __device__ __forceinline__ int64_t query_tile_start() {
@@ -162,7 +221,7 @@ __device__ __forceinline__ int64_t query_tile_start() {
 }
 
 template <int kCols>
-__global__ void __launch_bounds__(kThreads, 4) tiled_forward_kernel(FlashParams p, bool vector) {
+__global__ void __launch_bounds__(kThreads, min_blocks(kCols)) tiled_forward_kernel(FlashParams p, bool vector) {
   using L = TiledLayout<kCols>;
   const TensorRef qkv{const_cast<void*>(p.qkv), p.dtype, nullptr}, out{p.out, p.dtype, nullptr};
   const int64_t bh = blockIdx.y, b = bh / p.heads, h = bh % p.heads, q0 = query_tile_start();
@@ -231,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 4) tiled_forward_kernel(FlashParams 
 
 // kDeltaOnly: D = rowsum(Pd ⊙ dPd) into p.delta instead of dq.
 template <int kCols, bool kDeltaOnly>
-__global__ void __launch_bounds__(kThreads, 4) tiled_dq_kernel(FlashBackwardParams p, bool vector) {
+__global__ void __launch_bounds__(kThreads, min_blocks(kCols)) tiled_dq_kernel(FlashBackwardParams p, bool vector) {
   using L = TiledLayout<kCols>;
   const TensorRef qkv{const_cast<void*>(p.qkv), p.dtype, nullptr}, dqkv{p.dqkv, p.dtype, nullptr};
   const TensorRef dout{const_cast<void*>(p.dout), p.dtype, nullptr};
@@ -299,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, 4) tiled_dq_kernel(FlashBackwardPara
 }
 
 template <int kCols>
-__global__ void __launch_bounds__(kThreads, 4) tiled_dkv_kernel(FlashBackwardParams p, bool vector) {
+__global__ void __launch_bounds__(kThreads, min_blocks(kCols)) tiled_dkv_kernel(FlashBackwardParams p, bool vector) {
   using L = TiledLayout<kCols>;
   const TensorRef qkv{const_cast<void*>(p.qkv), p.dtype, nullptr}, dqkv{p.dqkv, p.dtype, nullptr};
   const TensorRef dout{const_cast<void*>(p.dout), p.dtype, nullptr};
