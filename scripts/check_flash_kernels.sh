@@ -26,6 +26,22 @@ archs=("$@")
 [ ${#archs[@]} -gt 0 ] || archs=(80 90)
 opcodes=$work/cubin_opcodes
 "${CXX:-c++}" -std=c++17 -O1 -o "$opcodes" "$root/tests/cuda/static/cubin_opcodes.cpp"
+# ptxas -v: "Compiling entry function 'NAME' for 'sm_XX'", then "N bytes stack frame, N bytes spill
+# stores, N bytes spill loads" and "Used N registers": each kernel's figures, in order; and its name
+# demangled, without namespaces and parameters (MmaInput 0/1 as bf16/f16, the D pass's true as D).
+ptxas_rules=$(cat <<'EOF'
+    /Compiling entry function/ { split($0, q, "'"); fn = q[2] }
+    /spill stores/ { stack[fn] = $5 + 0; stores[fn] = $9 + 0; loads[fn] = $13 + 0 }
+    /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); regs[fn] = substr($0, RSTART + 5, RLENGTH - 5); order[++n] = fn }
+    function kernel_name(fn,   cmd, name) {
+      cmd = "c++filt " fn; cmd | getline name; close(cmd)
+      gsub(/\(anonymous namespace\)::/, "", name); sub(/^void gpt::cuda::/, "", name)
+      gsub(/\(gpt::cuda::MmaInput\)0/, "bf16", name); gsub(/\(gpt::cuda::MmaInput\)1/, "f16", name); sub(/\(.*/, "", name)
+      sub(/, false>/, ">", name); sub(/, true>/, ", D>", name)
+      return name
+    }
+EOF
+)
 status=0
 for arch in "${archs[@]}"; do
   gencode=(-gencode "arch=compute_$arch,code=sm_$arch")
@@ -43,9 +59,8 @@ for arch in "${archs[@]}"; do
   "$opcodes" "$work/flash_attention.cubin" >"$work/sass_$arch.txt"
   : >"$work/cuobjdump_$arch.txt"
   [ -z "$cuobjdump" ] || "$cuobjdump" -sass "$work/flash.o" >"$work/cuobjdump_$arch.txt"
-  # ptxas: "Compiling entry function 'NAME' for 'sm_XX'", then "N bytes stack frame, N bytes spill stores,
-  # N bytes spill loads" and "Used N registers"; cubin_opcodes: "NAME instructions N HMMA n LDSM n LDGSTS n";
-  # cuobjdump: "Function : NAME", then its instructions.
+  # cubin_opcodes: "NAME instructions N HMMA n LDSM n LDGSTS n"; cuobjdump: "Function : NAME", then its
+  # instructions.
   awk -v arch="$arch" -v sass="$work/sass_$arch.txt" -v ptx="$work/flash_attention.ptx" \
       -v dump="$work/cuobjdump_$arch.txt" -v dumped="${cuobjdump:+1}" '
     BEGIN {
@@ -61,17 +76,12 @@ for arch in "${archs[@]}"; do
         else if (line ~ /HMMA/) dumped_hmma[fn]++
       }
     }
-    /Compiling entry function/ { split($0, q, "'\''"); fn = q[2] }
-    /spill stores/ { stack[fn] = $5 + 0; stores[fn] = $9 + 0; loads[fn] = $13 + 0 }
-    /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); regs[fn] = substr($0, RSTART + 5, RLENGTH - 5); order[++n] = fn }
+    '"$ptxas_rules"'
     END {
       bad = 0
       for (i = 1; i <= n; ++i) {
         fn = order[i]
-        cmd = "c++filt " fn; cmd | getline name; close(cmd)
-        gsub(/\(anonymous namespace\)::/, "", name); sub(/^void gpt::cuda::/, "", name)
-        gsub(/\(gpt::cuda::MmaInput\)0/, "bf16", name); gsub(/\(gpt::cuda::MmaInput\)1/, "f16", name); sub(/\(.*/, "", name)
-        sub(/, false>/, ">", name); sub(/, true>/, ", D>", name)
+        name = kernel_name(fn)
         printf "sm_%s %-40s %3d registers, %4d bytes stack, spill %d/%d bytes; SASS (PTX): %3d (%3d) HMMA, %3d (%3d) LDSM, %3d (%3d) LDGSTS\n", \
           arch, name, regs[fn], stack[fn], stores[fn], loads[fn], hmma[fn], mma[fn], ldsm[fn], ldmatrix[fn], ldgsts[fn], cp_async[fn]
         if (stores[fn] > 0 || loads[fn] > 0) { print "  FAIL: spills registers"; bad = 1 }
@@ -90,16 +100,12 @@ for arch in "${archs[@]}"; do
   "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
     "${gencode[@]}" -Xptxas -v -cubin -o "$work/tiled.cubin" "$root/cuda/kernels/flash_attention_tiled.cu" \
     2>"$work/ptxas_tiled_$arch.txt" || { cat "$work/ptxas_tiled_$arch.txt"; exit 1; }
-  awk -v arch="$arch" '
-    /Compiling entry function/ { split($0, q, "'\''"); fn = q[2] }
-    /spill stores/ { stack[fn] = $5 + 0; stores[fn] = $9 + 0; loads[fn] = $13 + 0 }
-    /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); regs[fn] = substr($0, RSTART + 5, RLENGTH - 5); order[++n] = fn }
+  awk -v arch="$arch" "$ptxas_rules"'
     END {
       bad = 0
       for (i = 1; i <= n; ++i) {
         fn = order[i]
-        cmd = "c++filt " fn; cmd | getline name; close(cmd)
-        gsub(/\(anonymous namespace\)::/, "", name); sub(/^void gpt::cuda::/, "", name); sub(/\(.*/, "", name)
+        name = kernel_name(fn)
         printf "sm_%s %-40s %3d registers, %4d bytes stack, spill %d/%d bytes\n", arch, name, regs[fn], stack[fn], stores[fn], loads[fn]
         if (stores[fn] > 0 || loads[fn] > 0) { print "  FAIL: spills registers"; bad = 1 }
       }

@@ -210,6 +210,29 @@ __device__ __forceinline__ float dropout_factor(const FlashParams& p, int64_t bh
   return p.dropout.active ? p.dropout.factor(attention_mask_element(bh, p.T, t, key)) : 1.0f;
 }
 
+// The backward's recompute of this lane's 4 x 2 block of scores s (rows 4g+i of the query tile at q0, keys
+// l+16j of the key tile at k0): P = e^(scale s - lse) and the dropout factor f, both 0 where the key
+// follows the query or the query is past T; body(i, j, row, key, P, f), row and key within their tiles.
+template <class Lse, class Body>
+__device__ __forceinline__ void recompute_probabilities(const FlashParams& p, int64_t bh, int64_t q0, int64_t k0,
+                                                        const float (&s)[kRowsPerThread][kKeysPerLane], Lse&& lse,
+                                                        Body&& body) {
+  const int g = threadIdx.x / kGroupLanes, l = threadIdx.x % kGroupLanes;
+  GPT_UNROLL
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    const int row = g * kRowsPerThread + i;
+    const int64_t t = q0 + row;
+    GPT_UNROLL
+    for (int j = 0; j < kKeysPerLane; ++j) {
+      const int key = l + j * kGroupLanes;
+      const bool causal = k0 + key <= t && t < p.T;
+      const float prob = causal ? expf(p.scale * s[i][j] - lse(i)) : 0.0f;
+      const float f = causal ? dropout_factor(p, bh, t, k0 + key) : 0.0f;
+      body(i, j, row, key, prob, f);
+    }
+  }
+}
+
 // At least 4 blocks a multiprocessor (128 registers a thread), 3 with 8 columns a lane (168), whose tiles
 // hold the blocks to 2-4 a multiprocessor in any case (55-77 KiB of shared memory): with the thread count
 // alone ptxas (CUDA 13) held five of the kernels to 56-80 registers and spilled.
@@ -319,21 +342,13 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kCols)) tiled_dq_kernel(F
     float s[kRowsPerThread][kKeysPerLane] = {}, dp[kRowsPerThread][kKeysPerLane] = {};
     row_dots<kCols>(sq, sk, hs, s);
     row_dots<kCols>(sdo, sv, hs, dp);
-    GPT_UNROLL
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int64_t t = q0 + g * kRowsPerThread + i;
-      GPT_UNROLL
-      for (int j = 0; j < kKeysPerLane; ++j) {
-        const int key = l + j * kGroupLanes;
-        const bool causal = k0 + key <= t && t < p.T;
-        const float prob = causal ? expf(p.scale * s[i][j] - lse[i]) : 0.0f;
-        const float f = causal ? dropout_factor(p, bh, t, k0 + key) : 0.0f;
-        if (kDeltaOnly)
-          delta[i] = fmaf(prob * f, dp[i][j], delta[i]);
-        else
-          sds[(g * kRowsPerThread + i) * kScoreStride + key] = prob * (dp[i][j] * f - delta[i]);
-      }
-    }
+    recompute_probabilities(p, bh, q0, k0, s, [&](int i) { return lse[i]; },
+                            [&](int i, int j, int row, int key, float prob, float f) {
+                              if constexpr (kDeltaOnly)
+                                delta[i] = fmaf(prob * f, dp[i][j], delta[i]);
+                              else
+                                sds[row * kScoreStride + key] = prob * (dp[i][j] * f - delta[i]);
+                            });
     if constexpr (!kDeltaOnly) {
       __syncthreads();  // dS is in
       accumulate_product<kCols, false>(sds, sk, static_cast<int>(std::min<int64_t>(kTile, q_end - k0)), dq);
@@ -364,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kCols)) tiled_dkv_kernel(
   const TensorRef dout{const_cast<void*>(p.dout), p.dtype, nullptr};
   // Key tiles in order: the first have the most query rows after them and start first.
   const int64_t bh = blockIdx.y, b = bh / p.heads, h = bh % p.heads, k0 = blockIdx.x * int64_t{kTile};
-  const int hs = static_cast<int>(p.head_size), g = threadIdx.x / kGroupLanes, l = threadIdx.x % kGroupLanes;
+  const int hs = static_cast<int>(p.head_size), g = threadIdx.x / kGroupLanes;
   float* sk = dynamic_shared_memory<float>();
   float* sv = sk + kTile * L::kStride;
   float* sq = sv + kTile * L::kStride;
@@ -391,20 +406,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kCols)) tiled_dkv_kernel(
     float s[kRowsPerThread][kKeysPerLane] = {}, dp[kRowsPerThread][kKeysPerLane] = {};
     row_dots<kCols>(sq, sk, hs, s);
     row_dots<kCols>(sdo, sv, hs, dp);
-    GPT_UNROLL
-    for (int i = 0; i < kRowsPerThread; ++i) {
-      const int row = g * kRowsPerThread + i;
-      const int64_t t = q0 + row;
-      GPT_UNROLL
-      for (int j = 0; j < kKeysPerLane; ++j) {
-        const int key = l + j * kGroupLanes;
-        const bool causal = k0 + key <= t && t < p.T;
-        const float prob = causal ? expf(p.scale * s[i][j] - slse[row]) : 0.0f;
-        const float f = causal ? dropout_factor(p, bh, t, k0 + key) : 0.0f;
-        spd[row * kScoreStride + key] = prob * f;
-        sds[row * kScoreStride + key] = prob * (dp[i][j] * f - sdelta[row]);
-      }
-    }
+    recompute_probabilities(p, bh, q0, k0, s, [&](int i) { return slse[g * kRowsPerThread + i]; },
+                            [&](int i, int j, int row, int key, float prob, float f) {
+                              spd[row * kScoreStride + key] = prob * f;
+                              sds[row * kScoreStride + key] = prob * (dp[i][j] * f - sdelta[row]);
+                            });
     __syncthreads();  // Pd and dS are in
     // Keys 4g+i of this block: dv += Pd^T dout, dk += dS^T q.
     const int n = static_cast<int>(std::min<int64_t>(kTile, p.T - q0));
