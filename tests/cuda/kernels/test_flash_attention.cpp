@@ -15,11 +15,11 @@
 // 1.5e-2, dv 7.2e-3 / 8.4e-3; hs 128 dq 6.0e-3 / 1.8e-2, dk 1.1e-2 / 1.7e-2 (2026-12-03). Every ratio is under
 // 1.1 but one: BF16, hs 128, T = 1, dq and dk 4.8e-3 against 1.9e-3 (2.5 x), within the floor below; there
 // the exact value is 0 and both errors are rounding noise.
-// Shapes: head sizes 64 and 128 (tensor cores), 13 and 100 (the tiled kernels) and 160 (the scalar ones),
-// T in {1, 67, 128, 257, 1024} (a ragged last tile, one tile, several, sixteen query blocks: each backward
-// pass refills both of its stages of tiles many times), B = 2 x NH = 2 heads; T = 1024 takes 4-10 s a case (60-150 s under the sanitizers),
-// so it has a test of its own, where F16 runs at head size 128 only. The outputs are poisoned (NaN) before
-// each call.
+// Shapes: head sizes 64 and 128 (tensor cores), 13, 33, 96, 100 (the tiled kernels) and 160 (the scalar
+// ones), T in {1, 67, 128, 257, 1024} (a ragged last tile, one tile, several, sixteen query blocks: each
+// backward pass refills both of its stages of tiles many times), B = 2 x NH = 2 heads; T = 1024 takes 4-10 s
+// a case (60-150 s under the sanitizers), so it has a test of its own, where F16 runs at head size 128
+// only. The outputs are poisoned (NaN) before each call.
 // The dropout mask is checked exactly: with v one-hot (v row t2 = e_t2, T <= hs), out[t][t2] is
 // P[t][t2] M[t][t2] / (1-p), so its zeros are the dropped elements, which must be the CPU's.
 #include "kernels/flash_attention.h"
@@ -298,10 +298,13 @@ TEST_F(FlashAttention, TensorCoreKernelsAtT1024WithinTwiceANaiveAttentionsError)
   check_case({DType::F16, 128, 1024, 0.1f});
 }
 
-// Head size 13: two columns a lane, element loads; 100: eight columns a lane, past a pack multiple.
+// Head size 13: two columns a lane, element loads; 33: four, one past a run; 96: eight, 16-byte packs
+// with a padded run of zeros; 100: eight, past a pack multiple.
 TEST_F(FlashAttention, TiledKernelsTakeOddHeadSizes) {
   for (DType f : {DType::BF16, DType::F16})
     for (int64_t T : {1, 67, 130}) check_case({f, 13, T, 0.1f});
+  check_case({DType::F16, 33, 67, 0.1f});
+  check_case({DType::BF16, 96, 67, 0.0f});
   check_case({DType::BF16, 100, 67, 0.1f});
 }
 
@@ -312,10 +315,10 @@ TEST_F(FlashAttention, ScalarKernelsTakeHeadSizesPastTheTiledOnes) {
 
 // The fp32 recipe's fused attention (the tiled kernels in FP32) against the CPU's FP32: both sum the
 // same products in different orders, so they agree to a few FP32 units of the largest terms. Head sizes
-// 64 and 128 (16-byte packs, both column counts of the real models) and 13 (element loads); T = 257 walks
-// nine tiles, the last ragged.
+// 64 and 128 (16-byte packs, both column counts of the real models), 32 (two columns a lane) and 13
+// (element loads); T = 257 walks nine tiles, the last ragged.
 TEST_F(FlashAttention, Fp32MatchesTheCpuToFp32Rounding) {
-  for (const Shape& s : {Shape{2, 2, 67, 64}, Shape{1, 2, 257, 128}, Shape{2, 3, 67, 13}}) {
+  for (const Shape& s : {Shape{2, 2, 67, 64}, Shape{1, 2, 257, 128}, Shape{2, 3, 67, 13}, Shape{2, 2, 40, 32}}) {
     SCOPED_TRACE(::testing::Message() << "hs " << s.hs << " T " << s.T);
     const std::vector<double> qkv = random_values(s.B * s.T * 3 * s.C(), DType::F32, 2.0, 3);
     const std::vector<double> dout = random_values(s.B * s.T * s.C(), DType::F32, 1.0, 4);
