@@ -21,6 +21,14 @@ void launch(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Arg
   CUDA_CHECK(cudaGetLastError());
 }
 
+// launch() for a kernel whose dynamic shared memory may pass the 48 KiB default: the kernel's limit is
+// raised to shared_bytes first (cudaFuncSetAttribute), as CUDA requires above 48 KiB.
+template <auto Kernel, class... Args>
+void launch_with_shared(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, Args&&... args) {
+  CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+  launch<Kernel>(grid, block, shared_bytes, stream, std::forward<Args>(args)...);
+}
+
 // The block's dynamic shared memory (the launch's shared_bytes) as T*. One extern array for every kernel,
 // 16-byte aligned, as CUDA lays it out; the emulator gives each block its own, 0xFF-filled.
 template <class T>

@@ -487,36 +487,29 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
 }
 
 template <auto Kernel, class Params>
-void launch_with_shared(dim3 grid, size_t shared_bytes, cudaStream_t stream, const Params& params) {
-  CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
-  launch<Kernel>(grid, dim3(kThreads), shared_bytes, stream, params);
-}
-
-dim3 row_block_grid(const FlashParams& p) {
-  GPT_CHECK(p.batch_heads <= 65535, "attention: B x n_head = {} is more than the 65535 the fused kernels' grid takes",
-            p.batch_heads);
-  return dim3(static_cast<unsigned>((p.T + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(p.batch_heads));
+void launch_blocks(size_t shared_bytes, cudaStream_t stream, const Params& p) {
+  launch_with_shared<Kernel>(fused_attention_grid(p, kBlockRows), dim3(kThreads), shared_bytes, stream, p);
 }
 
 template <int kHead, MmaInput kIn>
 struct TensorCoreForward {
   static void run(const FlashParams& p, cudaStream_t stream) {
-    launch_with_shared<flash_forward_kernel<kHead, kIn>>(row_block_grid(p), Tiles<kHead>::forward_bytes(), stream, p);
+    launch_blocks<flash_forward_kernel<kHead, kIn>>(Tiles<kHead>::forward_bytes(), stream, p);
   }
 };
 
 template <int kHead, MmaInput kIn>
 struct TensorCoreBackward {
   static void run(const FlashBackwardParams& p, cudaStream_t stream) {
-    launch_with_shared<flash_backward_dq_kernel<kHead, kIn>>(row_block_grid(p), Tiles<kHead>::dq_bytes(), stream, p);
-    launch_with_shared<flash_backward_dkv_kernel<kHead, kIn>>(row_block_grid(p), Tiles<kHead>::dkv_bytes(), stream, p);
+    launch_blocks<flash_backward_dq_kernel<kHead, kIn>>(Tiles<kHead>::dq_bytes(), stream, p);
+    launch_blocks<flash_backward_dkv_kernel<kHead, kIn>>(Tiles<kHead>::dkv_bytes(), stream, p);
   }
 };
 
 template <int kHead, MmaInput kIn>
 struct TensorCoreDelta {
   static void run(const FlashBackwardParams& p, cudaStream_t stream) {
-    launch_with_shared<flash_backward_dq_kernel<kHead, kIn, true>>(row_block_grid(p), Tiles<kHead>::dq_bytes(), stream, p);
+    launch_blocks<flash_backward_dq_kernel<kHead, kIn, true>>(Tiles<kHead>::dq_bytes(), stream, p);
   }
 };
 

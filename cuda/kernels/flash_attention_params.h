@@ -63,6 +63,10 @@ FlashParams flash_params(const Tensor& qkv, const Tensor& out, const Tensor& lse
                          const char* op, bool any_out_format = false);
 FlashBackwardParams flash_backward_params(const AttentionBackwardArgs& args);
 
+// The fused kernels' grid: blocks of rows_per_block rows of a head along x, the B x n_head heads along y
+// (at most 65535, checked with a clear error).
+dim3 fused_attention_grid(const FlashParams& p, int64_t rows_per_block);
+
 // The tiled kernels (flash_attention_tiled.cu): any format the recipes compute in and head sizes up to
 // kMaxTiledHeadSize, on FP32 FMAs through shared-memory tiles.
 void tiled_flash_forward(const FlashParams& p, cudaStream_t stream);

@@ -244,6 +244,12 @@ FlashParams flash_params(const Tensor& qkv, const Tensor& out, const Tensor& lse
   return p;
 }
 
+dim3 fused_attention_grid(const FlashParams& p, int64_t rows_per_block) {
+  GPT_CHECK(p.batch_heads <= 65535, "attention: B x n_head = {} is more than the 65535 the fused kernels' grid takes",
+            p.batch_heads);
+  return dim3(static_cast<unsigned>((p.T + rows_per_block - 1) / rows_per_block), static_cast<unsigned>(p.batch_heads));
+}
+
 FlashBackwardParams flash_backward_params(const AttentionBackwardArgs& args) {
   const char* op = "attention_backward";
   FlashBackwardParams p;

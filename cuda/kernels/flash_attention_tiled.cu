@@ -430,11 +430,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(kCols)) tiled_dkv_kernel(
 
 template <auto Kernel, class Params>
 void launch_tiled(size_t shared_bytes, const Params& p, bool vector, cudaStream_t stream) {
-  GPT_CHECK(p.batch_heads <= 65535, "attention: B x n_head = {} is more than the 65535 the fused kernels' grid takes",
-            p.batch_heads);
-  const dim3 grid(static_cast<unsigned>((p.T + kTile - 1) / kTile), static_cast<unsigned>(p.batch_heads));
-  CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
-  launch<Kernel>(grid, dim3(kThreads), shared_bytes, stream, p, vector);
+  launch_with_shared<Kernel>(fused_attention_grid(p, kTile), dim3(kThreads), shared_bytes, stream, p, vector);
 }
 
 // 16-byte packs where every row of every head starts at a multiple of kPack elements of an aligned tensor.
