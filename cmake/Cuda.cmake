@@ -1,6 +1,8 @@
 # GPT_CUDA=AUTO compiles the CUDA backend when nvcc is found; OFF (or AUTO without nvcc) links
 # cuda/no_cuda, which reports "built without CUDA" when a CUDA backend is asked for.
 set(GPT_WITH_CUDA OFF)
+# Ampere and Ada consumer cards, and Hopper (H100/H200): the release default of CMAKE_CUDA_ARCHITECTURES.
+set(GPT_DEFAULT_CUDA_ARCHITECTURES "80;86;89;90")
 if(GPT_CUDA STREQUAL "ON" OR GPT_CUDA STREQUAL "AUTO")
   include(CheckLanguage)
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -18,8 +20,7 @@ endif()
 
 if(GPT_WITH_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    # Ampere and Ada consumer cards, and Hopper (H100/H200).
-    set(CMAKE_CUDA_ARCHITECTURES "80;86;89;90")
+    set(CMAKE_CUDA_ARCHITECTURES ${GPT_DEFAULT_CUDA_ARCHITECTURES})
   endif()
   enable_language(CUDA)
   set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 does not know nvcc's C++20 flag; device code needs no more
@@ -53,3 +54,15 @@ else()
 endif()
 target_include_directories(gpt_cuda_backend PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/cuda)
 set_target_properties(gpt_cuda_backend PROPERTIES POSITION_INDEPENDENT_CODE ON)
+
+# The architectures cuda/backend/device_support.cpp checks a device against before using it: those built,
+# or, for an emulator build without nvcc (which builds none), the release default. A source property, so
+# both the real backend's objects and the emulator's (cmake/CudaEmu.cmake) take it, and changing the list
+# recompiles that one file.
+if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+  string(REPLACE ";" "," GPT_BUILT_CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+else()
+  string(REPLACE ";" "," GPT_BUILT_CUDA_ARCHITECTURES "${GPT_DEFAULT_CUDA_ARCHITECTURES}")
+endif()
+set_property(SOURCE ${CMAKE_SOURCE_DIR}/cuda/backend/device_support.cpp APPEND PROPERTY
+             COMPILE_DEFINITIONS GPT_CUDA_ARCHITECTURES="${GPT_BUILT_CUDA_ARCHITECTURES}")

@@ -1,4 +1,5 @@
 #include "backend/cuda_backend.h"
+#include "backend/device_support.h"
 
 #include "common/cuda_check.h"
 #include "gemm/matmul.h"
@@ -90,6 +91,12 @@ BackendCapabilities CudaBackend::capabilities() const {
   // The decoder's one-row products of mixed formats: cuda/gemm/row_product.cu.
   caps.one_row_products_of_any_formats = true;
   caps.pinned_host_memory = true;
+  if (info_.compute_capability < kMinFp8ComputeCapability)
+    caps.fp8_products_unavailable =
+        fmt::format("device {} ({}, compute capability {}) has no FP8 tensor cores, which need compute capability {} "
+                    "or later (Ada, Hopper, Blackwell)",
+                    info_.index, info_.name, compute_capability_text(info_.compute_capability),
+                    compute_capability_text(kMinFp8ComputeCapability));
   return caps;
 }
 

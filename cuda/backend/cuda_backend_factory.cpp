@@ -1,8 +1,10 @@
 // train.backend cuda (or auto with a device present): the device of this process's local rank (the one
 // the job's communicator found among its node's ranks, else the launcher's), logged with its name, memory
-// and compute capability.
+// and compute capability. A device this build cannot run on (backend/device_support.h) stops here, before
+// anything is allocated on it.
 #include "backend/cuda_backend.h"
 #include "backend/cuda_entry.h"
+#include "backend/device_support.h"
 
 #include <spdlog/spdlog.h>
 
@@ -12,8 +14,14 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   const int count = device_count();
   GPT_CHECK(count > 0, "train.backend cuda, but no CUDA device is present ({}); use train.backend: cpu or auto",
             describe());
-  auto backend = std::make_unique<CudaBackend>(local_device_index(count, options.local_rank), options.allow_tf32,
-                                                options.attention);
+  const DeviceCheck check = check_device(local_device_index(count, options.local_rank));
+  GPT_CHECK(check.support.runs(),
+            "train.backend cuda, but {} cannot run the CUDA backend: {}. train.backend: cpu trains without it (and "
+            "auto falls back to the CPU)",
+            check.device(), check.support.detail);
+  if (check.support.code == DeviceSupport::Code::CompiledAtFirstUse)
+    spdlog::warn("backend cuda: {}: {}", check.device(), check.support.detail);
+  auto backend = std::make_unique<CudaBackend>(check.index, options.allow_tf32, options.attention);
   const DeviceInfo& d = backend->info();
   spdlog::info("backend cuda: device {} of {}: {} ({:.1f} GiB, compute capability {}.{}, {} SMs){}", d.index, count,
                d.name, static_cast<double>(d.total_bytes) / (1ull << 30), d.compute_capability / 10,

@@ -21,6 +21,9 @@ struct DeviceConfig {
   size_t shared_per_sm_bytes = 228 << 10;
   int l2_cache_bytes = 50 << 20;
   int max_threads_per_block = 1024;
+  // Whether the binary holds code this device runs. false stands for a GPU that the build's architectures
+  // do not cover: every launch, and cudaFuncGetAttributes, fails with cudaErrorNoKernelImageForDevice.
+  bool kernel_images = true;
 };
 
 // Replaces the emulated device; as cudaDeviceReset, frees every allocation and clears every error.

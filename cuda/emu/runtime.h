@@ -28,6 +28,7 @@ enum cudaError_t {
   cudaErrorInvalidDeviceFunction = 98,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
+  cudaErrorNoKernelImageForDevice = 209,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
   cudaErrorIllegalAddress = 700,
@@ -133,11 +134,28 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
+// The fields of the toolkit's cudaFuncAttributes that the emulator can give: the code's architecture
+// (the device's, as if built for it) and the launch limits it enforces. Registers and local memory are
+// the compiler's (ptxas -v), unknown here, and left out.
+struct cudaFuncAttributes {
+  size_t sharedSizeBytes;
+  int maxThreadsPerBlock;
+  int ptxVersion;
+  int binaryVersion;
+  int maxDynamicSharedSizeBytes;
+};
+
 namespace gpt::cuda::emu {
 cudaError_t set_function_attribute(const void* func, cudaFuncAttribute attr, int value);
+cudaError_t get_function_attributes(cudaFuncAttributes* attributes, const void* func);
 }
 
 template <class F>
 cudaError_t cudaFuncSetAttribute(F* func, cudaFuncAttribute attr, int value) {
   return gpt::cuda::emu::set_function_attribute(reinterpret_cast<const void*>(func), attr, value);
+}
+
+template <class F>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, F* func) {
+  return gpt::cuda::emu::get_function_attributes(attributes, reinterpret_cast<const void*>(func));
 }

@@ -137,6 +137,7 @@ const char* base_string(cudaError_t e) {
     case cudaErrorInvalidDeviceFunction: return "invalid device function";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorNoKernelImageForDevice: return "no kernel image is available for execution on the device";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
@@ -258,9 +259,31 @@ cudaError_t set_function_attribute(const void* func, cudaFuncAttribute attr, int
   return cudaSuccess;
 }
 
+cudaError_t get_function_attributes(cudaFuncAttributes* attributes, const void* func) {
+  if (const cudaError_t e = check_sticky()) return e;
+  if (attributes == nullptr || func == nullptr)
+    return fail(cudaErrorInvalidValue, "cudaFuncGetAttributes: null attributes or function");
+  const DeviceConfig c = current_config();
+  if (!c.kernel_images)
+    return fail(cudaErrorNoKernelImageForDevice,
+                fmt::format("cudaFuncGetAttributes: the emulated {} (compute capability {}.{}) has no code in this "
+                            "binary (DeviceConfig::kernel_images)", c.name, c.major, c.minor));
+  attributes->sharedSizeBytes = 0;
+  attributes->maxThreadsPerBlock = c.max_threads_per_block;
+  attributes->ptxVersion = attributes->binaryVersion = c.major * 10 + c.minor;
+  attributes->maxDynamicSharedSizeBytes = max_dynamic_shared(func);
+  return cudaSuccess;
+}
+
 void launch_kernel(KernelLaunch&& launch, CUstream_st* stream) {
   if (check_sticky() != cudaSuccess) return;
   const DeviceConfig c = current_config();
+  if (!c.kernel_images) {
+    fail(cudaErrorNoKernelImageForDevice,
+         fmt::format("kernel '{}': the emulated {} (compute capability {}.{}) has no code in this binary "
+                     "(DeviceConfig::kernel_images)", launch.name, c.name, c.major, c.minor));
+    return;
+  }
   const dim3 b = launch.block, g = launch.grid;
   const uint64_t threads = uint64_t{b.x} * b.y * b.z;
   if (b.x == 0 || b.y == 0 || b.z == 0 || b.x > 1024 || b.y > 1024 || b.z > 64 ||
@@ -326,6 +349,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     GPT_EMU_NAME(cudaErrorInvalidDeviceFunction)
     GPT_EMU_NAME(cudaErrorNoDevice)
     GPT_EMU_NAME(cudaErrorInvalidDevice)
+    GPT_EMU_NAME(cudaErrorNoKernelImageForDevice)
     GPT_EMU_NAME(cudaErrorInvalidResourceHandle)
     GPT_EMU_NAME(cudaErrorNotReady)
     GPT_EMU_NAME(cudaErrorIllegalAddress)

@@ -29,6 +29,7 @@
 // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, so it never picks a kernel that needs more).
 #include "gemm/matmul.h"
 
+#include "backend/device_support.h"
 #include "backend/matmul_staging.h"
 #include "common/cuda_check.h"
 #include "gemm/operand_kernels.h"
@@ -268,7 +269,7 @@ bool cublaslt_takes(const MatmulArgs& args, int64_t m, int64_t n, int64_t k, int
   if (fp8_a && fp8_b) {
     if (ta == DType::E5M2 && tb == DType::E5M2) return false;
     if (to != DType::BF16 && to != DType::F16 && to != DType::F32) return false;
-    if (compute_capability < 89 || m % 16 != 0 || n % 16 != 0 || k % 16 != 0) return false;
+    if (compute_capability < kMinFp8ComputeCapability || m % 16 != 0 || n % 16 != 0 || k % 16 != 0) return false;
     if (!aligned_16(args.a.data) || !aligned_16(args.b.data) || !aligned_16(args.out.data)) return false;
     operands = DType::E4M3;
   } else if (fp8_a || fp8_b) {
@@ -336,7 +337,8 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
   if (fp8_a && fp8_b) {
     if (ta == DType::E5M2 && tb == DType::E5M2) refuse("cuBLASLt has no E5M2 x E5M2 product");
     if (to != DType::BF16 && to != DType::F16 && to != DType::F32) refuse("an FP8 product's output must be BF16, F16 or F32");
-    GPT_CHECK(s.compute_capability >= 89, "matmul {}: FP8 products need compute capability 8.9 or later; this device has {}.{}",
+    GPT_CHECK(s.compute_capability >= kMinFp8ComputeCapability,
+              "matmul {}: FP8 products need compute capability 8.9 or later; this device has {}.{}",
               what(), s.compute_capability / 10, s.compute_capability % 10);
     GPT_CHECK(m % 16 == 0 && n % 16 == 0 && k % 16 == 0,
               "matmul {}: cuBLASLt's FP8 products need M, N and K to be multiples of 16; here M = {}, N = {}, K = {}", what(),

@@ -8,6 +8,7 @@ bool built_with_cuda() { return false; }
 bool emulated() { return false; }
 int device_count() { return 0; }
 std::string describe() { return "built without CUDA (configure with GPT_CUDA=ON and the CUDA toolkit)"; }
+std::string unusable_device_reason(const BackendOptions&) { return "this gpt-train was built without CUDA"; }
 std::unique_ptr<Backend> make_backend(const BackendOptions&) {
   GPT_FAIL("this gpt-train was built without CUDA; use train.backend: cpu, or rebuild with GPT_CUDA=ON");
 }

@@ -83,6 +83,11 @@ struct BackendCapabilities {
   // Whether allocate_pinned gives page-locked host memory, which the device reads and writes by DMA while
   // it computes (a GPU's cudaHostAlloc); memory.offload keeps the host state that crosses the bus there.
   bool pinned_host_memory = false;
+  // Why the backend cannot multiply FP8 operands (the fp8 recipe's linear layers), or "" where it can: the
+  // CPU computes them exactly in software; a GPU needs FP8 tensor cores (compute capability 8.9). A run
+  // whose recipe has FP8 products then stops at start (PrecisionRecipe::check_fp8_products), not at its
+  // first product.
+  std::string fp8_products_unavailable;
 };
 
 // A device's memory as the backend sees it now. held: the bytes the backend allocated (the arenas and

@@ -30,11 +30,17 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& op
     case BackendKind::Cuda:
       return cuda::make_backend(options);
     case BackendKind::Auto:
-      if (cuda::built_with_cuda() && cuda::device_count() > 0) return cuda::make_backend(options);
-      spdlog::info("train.backend auto: the CPU, since {}",
-                   cuda::built_with_cuda() ? "no CUDA device is visible (" + cuda::describe() + ")"
-                                           : std::string("this gpt-train was built without CUDA (no nvcc at build time, "
-                                                         "or GPT_CUDA=OFF)"));
+      if (!cuda::built_with_cuda()) {
+        spdlog::info("train.backend auto: the CPU, since this gpt-train was built without CUDA (no nvcc at build "
+                     "time, or GPT_CUDA=OFF)");
+      } else if (cuda::device_count() == 0) {
+        spdlog::info("train.backend auto: the CPU, since no CUDA device is visible ({})", cuda::describe());
+      } else if (const std::string why = cuda::unusable_device_reason(options); !why.empty()) {
+        // A GPU is there but cannot be used: worth a warning, since the user may expect it to train.
+        spdlog::warn("train.backend auto: the CPU, since {}", why);
+      } else {
+        return cuda::make_backend(options);
+      }
       return std::make_unique<cpu::CpuBackend>(threads, cpu::kNarrowMatmulWorkspaceBytes, options.cpu_exact_narrow_matmul);
   }
   GPT_FAIL("unreachable backend kind");

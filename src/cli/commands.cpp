@@ -207,8 +207,9 @@ int run_sample(const std::vector<std::string>& argv) {
   auto backend = make_backend(parse_backend_kind(args.get("backend", "cpu")), {args.get_int("threads", 0)});
   // Planned for the whole context, not the run's train.seq_len: the cache holds model.context_length
   // positions, and --no-cache must see the same window to draw the same tokens.
-  GPT model(config.model, 1, config.model.context_length, *backend, DType::F32, {},
-            sample_recipe(config.precision, args.get("recipe", "fp32")));
+  const PrecisionRecipe recipe = sample_recipe(config.precision, args.get("recipe", "fp32"));
+  recipe.check_fp8_products(backend->capabilities().fp8_products_unavailable, config.model.n_layer, "--recipe bf16");
+  GPT model(config.model, 1, config.model.context_length, *backend, DType::F32, {}, recipe);
   if (fs::exists(fs::path(dir) / kAdaptersFile)) {
     // A LoRA checkpoint samples its merged weights: the same model within FP32 rounding, and the KV cache,
     // which reads one set of weights, applies.

@@ -61,6 +61,14 @@ void PrecisionRecipe::validate(int n_layer) const {
   }
 }
 
+void PrecisionRecipe::check_fp8_products(std::string_view fp8_products_unavailable, int n_layer,
+                                         std::string_view bf16_setting) const {
+  if (fp8_products_unavailable.empty()) return;
+  for (int l = 0; l < n_layer; ++l)
+    GPT_CHECK(!layer_uses_fp8(l, n_layer), "the fp8 recipe multiplies in FP8, and {}; {} runs there",
+              fp8_products_unavailable, bf16_setting);
+}
+
 PrecisionRecipe precision_recipe(const PrecisionConfig& config) {
   PrecisionRecipe r;
   r.recipe = parse_recipe(config.recipe);

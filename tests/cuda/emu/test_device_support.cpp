@@ -1,0 +1,159 @@
+// A GPU this build cannot use is said at start, with what to do, instead of failing inside the first op:
+// the rule (backend/device_support.h) on its own, then backend selection and the fp8 recipe on emulated
+// devices of other generations (emu::configure_device): a Tesla T4 (7.5, older than the kernels' 8.0), a
+// device the binary holds no code for, an RTX 3090 (8.6, no FP8 tensor cores) and a Blackwell card (12.0).
+#include "backend/cuda_entry.h"
+#include "backend/device_support.h"
+#include "emu/control.h"
+#include "common/launch.cuh"
+#include "train/synthetic_run.h"
+
+#include <gtest/gtest.h>
+
+namespace gpt::test {
+namespace {
+
+using cuda::DeviceSupport;
+using Code = DeviceSupport::Code;
+
+// The emulated device for one test, the default one back afterwards whatever the test did.
+struct EmulatedDevice {
+  EmulatedDevice(std::string name, int major, int minor, bool kernel_images = true) {
+    cuda::emu::DeviceConfig config;
+    config.name = std::move(name);
+    config.major = major;
+    config.minor = minor;
+    config.kernel_images = kernel_images;
+    cuda::emu::configure_device(config);
+  }
+  ~EmulatedDevice() { cuda::emu::configure_device(cuda::emu::DeviceConfig{}); }
+};
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+TEST(DeviceSupport, MachineCodeRunsOnLaterMinorsOfItsMajor) {
+  EXPECT_EQ(cuda::device_support(86, "80;86;89;90").code, Code::Native);
+  EXPECT_EQ(cuda::device_support(89, "80;90").code, Code::Native);        // sm_80's code on an RTX 4090
+  EXPECT_EQ(cuda::device_support(87, "80-real,90-real").code, Code::Native);
+  EXPECT_EQ(cuda::device_support(90, "90a-real").code, Code::Native);
+  EXPECT_EQ(cuda::device_support(90, " 80 ; 90 ").code, Code::Native);     // spaces as a user may write them
+}
+
+TEST(DeviceSupport, ANewerGpuRunsThePtxCompiledAtFirstUseAndIsToldHowToBuildForIt) {
+  const DeviceSupport blackwell = cuda::device_support(120, "80;86;89;90");
+  EXPECT_EQ(blackwell.code, Code::CompiledAtFirstUse);
+  EXPECT_TRUE(blackwell.runs());
+  EXPECT_TRUE(contains(blackwell.detail, "compute capability 12.0")) << blackwell.detail;
+  EXPECT_TRUE(contains(blackwell.detail, "compute_90 PTX")) << blackwell.detail;  // the newest that runs
+  EXPECT_TRUE(contains(blackwell.detail, "-DCMAKE_CUDA_ARCHITECTURES=120")) << blackwell.detail;
+  EXPECT_EQ(cuda::device_support(86, "80-virtual").code, Code::CompiledAtFirstUse);
+}
+
+TEST(DeviceSupport, ABuildWithoutCodeForTheDeviceSaysWhichArchitecturesItHasAndHowToRebuild) {
+  // SASS alone never runs on another major; PTX never on an older device; "a" code only on its own.
+  for (const auto& [cc, list] : {std::pair{100, "80-real,90-real"}, std::pair{86, "90"}, std::pair{100, "90a"}}) {
+    const DeviceSupport s = cuda::device_support(cc, list);
+    EXPECT_EQ(s.code, Code::Unsupported) << cc << " " << list;
+    EXPECT_TRUE(contains(s.detail, "none of whose code runs on compute capability " +
+                                       cuda::compute_capability_text(cc)))
+        << s.detail;
+    EXPECT_TRUE(contains(s.detail, "scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(cc))) << s.detail;
+  }
+  EXPECT_TRUE(contains(cuda::device_support(100, "80-real,90-real").detail, "architectures 80-real;90-real"));
+  EXPECT_TRUE(contains(cuda::device_support(86, "").detail, "architectures (none)"));
+}
+
+TEST(DeviceSupport, GpusOlderThanAmpereAreRefusedWhateverTheBuild) {
+  for (int cc : {75, 70, 61}) {
+    const DeviceSupport s = cuda::device_support(cc, "80;86;89;90");
+    EXPECT_EQ(s.code, Code::Unsupported);
+    EXPECT_TRUE(contains(s.detail, "needs compute capability 8.0 or later")) << s.detail;
+  }
+  EXPECT_EQ(cuda::device_support(75, "native").code, Code::Unsupported);
+}
+
+TEST(DeviceSupport, ListsThatDependOnTheBuildMachineLeaveItToTheDriver) {
+  EXPECT_EQ(cuda::device_support(86, "native").code, Code::Unknown);
+  EXPECT_EQ(cuda::device_support(120, "all-major").code, Code::Unknown);
+  EXPECT_EQ(cuda::device_support(86, "90;native").code, Code::Unknown);
+  EXPECT_FALSE(cuda::built_architectures().empty());
+}
+
+TEST(DeviceSupport, ATuringGpuStopsTrainBackendCudaAndAutoTrainsOnTheCpu) {
+  EmulatedDevice t4("Tesla T4 (emulated)", 7, 5);
+  const std::string message = error_message([] { cuda::make_backend(); });
+  EXPECT_TRUE(contains(message, "device 0 (Tesla T4 (emulated), compute capability 7.5) cannot run the CUDA backend"))
+      << message;
+  EXPECT_TRUE(contains(message, "needs compute capability 8.0 or later")) << message;
+  EXPECT_TRUE(contains(message, "train.backend: cpu trains without it")) << message;
+  EXPECT_EQ(make_backend(BackendKind::Auto)->name(), "cpu");
+  EXPECT_TRUE(contains(cuda::unusable_device_reason(), "compute capability 7.5"));
+  EXPECT_TRUE(contains(cuda::describe(), "the CUDA backend cannot run on it")) << cuda::describe();
+}
+
+TEST(DeviceSupport, ADeviceTheBinaryHoldsNoCodeForIsFoundByTheDriversProbe) {
+  // Compute capability 9.0 passes the rule for any build that has sm_90 or compute_80/90; the driver's
+  // answer (cudaFuncGetAttributes: no kernel image) is what stops it.
+  EmulatedDevice imageless("NVIDIA H100 without our code (emulated)", 9, 0, /*kernel_images=*/false);
+  const std::string message = error_message([] { cuda::make_backend(); });
+  EXPECT_TRUE(contains(message, "holds no code that runs on it")) << message;
+  EXPECT_TRUE(contains(message, "no kernel image is available")) << message;
+  EXPECT_TRUE(contains(message, "-DCMAKE_CUDA_ARCHITECTURES=90")) << message;
+  EXPECT_EQ(make_backend(BackendKind::Auto)->name(), "cpu");
+  // The probe's failure is not left behind as the thread's last error.
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(DeviceSupport, AnAmpereGpuRefusesTheFp8RecipeAtStartAndTrainsBf16) {
+  EmulatedDevice rtx3090("NVIDIA GeForce RTX 3090 (emulated)", 8, 6);
+  auto backend = cuda::make_backend();
+  EXPECT_TRUE(contains(backend->capabilities().fp8_products_unavailable,
+                       "device 0 (NVIDIA GeForce RTX 3090 (emulated), compute capability 8.6) has no FP8 tensor cores"));
+  TempDir dir;
+  Config c = synthetic_run(dir, cycle_pattern(), 4000, false);
+  c.train.backend = "cuda";
+  c.train.steps = 1;
+  c.precision.recipe = "fp8";
+  const std::string message = error_message([&] { Trainer(c, config_to_yaml(c)); });
+  EXPECT_TRUE(contains(message, "the fp8 recipe multiplies in FP8, and device 0")) << message;
+  EXPECT_TRUE(contains(message, "need compute capability 8.9 or later")) << message;
+  EXPECT_TRUE(contains(message, "precision.recipe: bf16 runs there")) << message;
+  // The first and last block kept in BF16 (both of the two) leave no FP8 product to refuse.
+  c.precision.fp8_bf16_layers = 1;
+  c.log.run_dir = dir.file("all_bf16_layers");
+  EXPECT_EQ(Trainer(c, config_to_yaml(c)).run().status, TrainStatus::Completed);
+  c.precision.recipe = "bf16";
+  c.precision.fp8_bf16_layers = 0;
+  c.log.run_dir = dir.file("bf16");
+  EXPECT_EQ(Trainer(c, config_to_yaml(c)).run().status, TrainStatus::Completed);
+}
+
+TEST(DeviceSupport, HopperMultipliesFp8) {
+  EXPECT_EQ(cuda::make_backend()->capabilities().fp8_products_unavailable, "");
+}
+
+TEST(DeviceSupport, ABlackwellGpuTrainsOnThePtxOfTheBuild) {
+  EmulatedDevice blackwell("NVIDIA GeForce RTX 5090 (emulated)", 12, 0);
+  // Whether it runs from PTX or machine code depends on the build's list; either way it runs.
+  EXPECT_TRUE(cuda::device_support(120, cuda::built_architectures()).runs());
+  EXPECT_EQ(cuda::unusable_device_reason(), "");
+  EXPECT_EQ(make_backend(BackendKind::Auto)->name(), "cuda");
+}
+
+__global__ void mark_threads(int* out) { out[threadIdx.x] = 1; }
+
+TEST(EmuKernelImages, ADeviceWithoutCodeFailsEveryLaunchWithNoKernelImage) {
+  EmulatedDevice imageless("imageless (emulated)", 9, 0, /*kernel_images=*/false);
+  cudaFuncAttributes attributes{};
+  EXPECT_EQ(cudaFuncGetAttributes(&attributes, mark_threads), cudaErrorNoKernelImageForDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNoKernelImageForDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);  // not sticky, as CUDA's
+  int* out = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&out), 32 * sizeof(int)), cudaSuccess);
+  const std::string message = error_message([&] { cuda::launch<mark_threads>(dim3(1), dim3(32), 0, nullptr, out); });
+  EXPECT_TRUE(contains(message, "no kernel image is available for execution on the device")) << message;
+  EXPECT_EQ(cudaFree(out), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace gpt::test
