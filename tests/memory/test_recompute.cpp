@@ -19,7 +19,7 @@ namespace gpt::test {
 namespace {
 
 // A backend whose narrow formats would take FP32's size: the planner may not lower the precision there.
-constexpr BackendCapabilities kWideOnly{true, false, 0};
+const BackendCapabilities kWideOnly{true, false, 0};
 
 RecomputePolicy policy_from(const std::string& mode, std::vector<std::string> ops, const std::string& every,
                             const std::string& layers, int n_layer) {
