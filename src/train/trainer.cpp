@@ -102,6 +102,25 @@ Trainer::Trainer(const Config& config, std::string config_yaml, Communicator* co
   }
 }
 
+void Trainer::require_one_backend_kind() {
+  // train.backend auto decides per rank: a node without a usable GPU takes the CPU while the others take
+  // CUDA, and the two would then wait in collectives of different communicators. Every rank learns where
+  // each trains (over the host communicator, whose buffers are host memory) and stops alike.
+  std::vector<int32_t> on_cuda(static_cast<size_t>(comm_->world_size()), 0);
+  on_cuda[static_cast<size_t>(comm_->rank())] = backend_->device() == Device::CUDA;
+  comm_->all_reduce_sum(Tensor(on_cuda.data(), {static_cast<int64_t>(on_cuda.size())}, DType::I32));
+  std::string cuda_ranks, cpu_ranks;
+  for (size_t r = 0; r < on_cuda.size(); ++r) {
+    std::string& ranks = on_cuda[r] ? cuda_ranks : cpu_ranks;
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  GPT_CHECK(cuda_ranks.empty() || cpu_ranks.empty(),
+            "train.backend {} took CUDA on rank(s) {} and the CPU on rank(s) {} (each rank's log says why); every "
+            "rank must train on the same backend: give each rank a GPU the CUDA backend runs on, or set "
+            "train.backend: cpu",
+            config_.train.backend, cuda_ranks, cpu_ranks);
+}
+
 RecomputePolicy Trainer::plan() {
   resolve_accumulation(config_.train, comm_->world_size());
   const TrainConfig& t = config_.train;
@@ -113,6 +132,7 @@ RecomputePolicy Trainer::plan() {
   // A backend whose buffers the job's host communicator cannot reach brings its own (NCCL for CUDA),
   // bootstrapped over the host one; from here on every collective of the run goes through it.
   if (distributed) {
+    require_one_backend_kind();
     if ((device_comm_ = backend_->make_communicator(*comm_))) {
       device_comm_->set_timeout(config_.dist.timeout_s);
       comm_ = device_comm_.get();

@@ -76,6 +76,9 @@ class Trainer {
   void build(const RecomputePolicy& policy);
   void resume();
   void log_start() const;
+  // Under several ranks, plan's check that every rank took the same kind of backend: else every rank stops,
+  // saying which took what.
+  void require_one_backend_kind();
   // Refuses to resume LoRA adapters onto a base other than the one they were trained on.
   void check_lora_base(const CheckpointState& state, const std::string& dir) const;
   // The loader position defaults to the current one; a stop on a non-finite step saves the position

@@ -4,6 +4,7 @@
 // tolerances. On a machine with GPUs the same sources would run on real NCCL.
 #include "backend/cuda_entry.h"
 #include "dist_run.h"
+#include "emu/control.h"
 #include "train/device_records.h"
 
 namespace gpt::test {
@@ -124,6 +125,27 @@ TEST(NcclDataParallel, MaxOverRanksKeepsNonFiniteValues) {
 TEST(NcclDataParallel, Fp8RanksCastWithTheScalesOfOneRankAccumulating) {
   SharedDir dir;
   expect_fp8_ranks_cast_like_one_rank(dir, cuda_run(dir, 2, 1), 2, 4, "nccl", kLossTolerance, kWeightTolerance);
+}
+
+// train.backend auto on a job where one rank's GPU cannot be used (an emulated Tesla T4, 7.5): that rank
+// takes the CPU, the other CUDA, and instead of the two waiting in collectives of different communicators
+// (NCCL's bootstrap against MPI's all-reduce) both stop, saying which rank took which.
+TEST(NcclDataParallel, AutoWithAGpuOnlyOneRankCanUseStopsEveryRankSayingWhichTookWhat) {
+  SharedDir dir;
+  Config c = cuda_run(dir, 2, 1, 1);
+  c.train.backend = "auto";
+  if (world().rank() == 1) {
+    cuda::emu::DeviceConfig t4;
+    t4.name = "Tesla T4 (emulated)";
+    t4.major = 7;
+    t4.minor = 5;
+    cuda::emu::configure_device(t4);
+  }
+  const std::string message = error_message([&] { Trainer(c, config_to_yaml(c), &world()); });
+  cuda::emu::configure_device(cuda::emu::DeviceConfig{});
+  EXPECT_NE(message.find("train.backend auto took CUDA on rank(s) 0 and the CPU on rank(s) 1"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("set train.backend: cpu"), std::string::npos) << message;
 }
 
 }  // namespace
