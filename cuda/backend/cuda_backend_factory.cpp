@@ -16,9 +16,8 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
             describe());
   const DeviceCheck check = check_device(local_device_index(count, options.local_rank));
   GPT_CHECK(check.support.runs(),
-            "train.backend cuda, but {} cannot run the CUDA backend: {}. train.backend: cpu trains without it (and "
-            "auto falls back to the CPU)",
-            check.device(), check.support.detail);
+            "train.backend cuda, but {}. train.backend: cpu trains without it (and auto falls back to the CPU)",
+            check.refusal());
   if (check.support.code == DeviceSupport::Code::CompiledAtFirstUse)
     spdlog::warn("backend cuda: {}: {}", check.device(), check.support.detail);
   auto backend = std::make_unique<CudaBackend>(check.index, options.allow_tf32, options.attention);

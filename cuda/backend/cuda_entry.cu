@@ -80,7 +80,7 @@ std::string unusable_device_reason(const BackendOptions& options) {
   const int count = device_count();
   if (count == 0) return "no CUDA device is present (" + describe() + ")";
   const DeviceCheck check = check_device(local_device_index(count, options.local_rank));
-  return check.support.runs() ? "" : check.device() + " cannot run the CUDA backend: " + check.support.detail;
+  return check.support.runs() ? "" : check.refusal();
 }
 
 }  // namespace gpt::cuda

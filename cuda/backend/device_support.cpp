@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
-#include <vector>
 
 #ifndef GPT_CUDA_ARCHITECTURES
 #error "GPT_CUDA_ARCHITECTURES (the build's CMAKE_CUDA_ARCHITECTURES) must be defined by cmake/Cuda.cmake"
@@ -53,6 +53,8 @@ std::string compute_capability_text(int compute_capability) {
 std::string DeviceCheck::device() const {
   return fmt::format("device {} ({}, compute capability {})", index, name, compute_capability_text(compute_capability));
 }
+
+std::string DeviceCheck::refusal() const { return device() + " cannot run the CUDA backend: " + support.detail; }
 
 std::string_view built_architectures() { return GPT_CUDA_ARCHITECTURES; }
 

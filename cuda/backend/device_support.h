@@ -52,6 +52,9 @@ struct DeviceCheck {
   DeviceSupport support;
   // "device 0 (Tesla T4, compute capability 7.5)"
   std::string device() const;
+  // "device 0 (...) cannot run the CUDA backend: " and why: the refusal train.backend cuda stops with and
+  // train.backend auto warns with.
+  std::string refusal() const;
 };
 DeviceCheck check_device(int index);
 
