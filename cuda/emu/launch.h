@@ -24,6 +24,9 @@ struct KernelLaunch {
   size_t dynamic_shared_bytes = 0;
   void (*body)(const void* params) = nullptr;  // one thread's run of the kernel
   std::shared_ptr<const void> params;
+  // The emulated device's major * 10 + minor at the launch: the instructions its threads may execute
+  // (require_compute_capability). Set by launch_kernel.
+  int compute_capability = 0;
 };
 
 void launch_kernel(KernelLaunch&& launch, CUstream_st* stream);

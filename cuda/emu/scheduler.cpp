@@ -199,6 +199,7 @@ class BlockRunner {
 };
 
 thread_local BlockRunner* tls_runner = nullptr;
+thread_local int tls_compute_capability = 0;  // of the grid this host thread runs a block of
 
 BlockRunner& runner() {
   GPT_CHECK(tls_runner != nullptr, "a CUDA device function was called outside a kernel");
@@ -548,6 +549,7 @@ void run_grid(const KernelLaunch& launch) {
     const uint3 idx{static_cast<unsigned>(i % g.x), static_cast<unsigned>((i / g.x) % g.y),
                     static_cast<unsigned>(i / (size_t{g.x} * g.y))};
     tls_runner = &block_runner;
+    tls_compute_capability = launch.compute_capability;
     try {
       block_runner.run(launch, idx, seed ^ splitmix64(i));
     } catch (...) {
@@ -568,7 +570,14 @@ void warp_collective(unsigned mask, const CollectiveOp& op) { runner().collectiv
 
 void trap() { GPT_FAIL("__trap() called"); }
 
+void require_compute_capability(int needed, const char* instruction) {
+  GPT_CHECK(tls_compute_capability >= needed,
+            "{} needs compute capability {}.{}; the emulated device is {}.{} (a kernel that uses it must not run there)",
+            instruction, needed / 10, needed % 10, tls_compute_capability / 10, tls_compute_capability % 10);
+}
+
 void cp_async(void* dst, const void* src, size_t bytes, size_t src_bytes) {
+  require_compute_capability(80, "cp.async");
   GPT_CHECK(src_bytes <= bytes, "cp.async: src-size {} exceeds the copy size {}", src_bytes, bytes);
   runner().current().copies.push_back({dst, src, bytes, src_bytes, -1});
 }

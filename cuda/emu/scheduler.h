@@ -32,7 +32,12 @@ unsigned lane_id();
 // same mask; checks that the caller is in the mask and that the mask names only lanes that exist.
 void warp_collective(unsigned mask, const CollectiveOp& op);
 
-// cp.async: the copy is made at the latest moment the PTX ISA allows, the cp.async.wait_group that
+// An instruction that exists from compute capability `needed` (major * 10 + minor) on: on an emulated
+// device older than that the kernel fails, as its launch on such a GPU would (a GPU build holds no such
+// instruction in that device's code; our kernels trap there instead, common/mma.cuh).
+void require_compute_capability(int needed, const char* instruction);
+
+// cp.async (compute capability 8.0): the copy is made at the latest moment the PTX ISA allows, the cp.async.wait_group that
 // covers it, so a kernel reading its destination before waiting reads stale data.
 void cp_async(void* dst, const void* src, size_t bytes, size_t src_bytes);
 void cp_async_commit();

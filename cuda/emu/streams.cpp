@@ -310,6 +310,7 @@ void launch_kernel(KernelLaunch&& launch, CUstream_st* stream) {
                          : fmt::format(" (the device's limit is {})", c.shared_per_block_optin_bytes)));
     return;
   }
+  launch.compute_capability = c.major * 10 + c.minor;
   enqueue(stream, [l = std::move(launch)] { run_grid(l); });
   // CUDA_LAUNCH_BLOCKING=1, as with CUDA: each launch returns when its kernel has run, so a failure is
   // reported by the launch's own error check.

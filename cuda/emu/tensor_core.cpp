@@ -89,6 +89,7 @@ void combine_mma(LaneSlot* const* lanes, unsigned, int) {
 }  // namespace
 
 void ldmatrix(int count, bool trans, const void* row_address, uint32_t* regs) {
+  require_compute_capability(75, "ldmatrix");
   GPT_CHECK(count == 1 || count == 2 || count == 4, "ldmatrix: .x{} does not exist (x1, x2, x4)", count);
   LaneSlot& slot = lane_slot();
   std::memcpy(slot.in, &row_address, sizeof row_address);
@@ -99,6 +100,7 @@ void ldmatrix(int count, bool trans, const void* row_address, uint32_t* regs) {
 }
 
 void mma_m16n8k16(MmaInput input, const uint32_t* a, const uint32_t* b, const float* c, float* d) {
+  require_compute_capability(80, input == MmaInput::kBf16 ? "mma.sync.m16n8k16 with BF16 inputs" : "mma.sync.m16n8k16");
   MmaFragments f;
   std::memcpy(f.a, a, sizeof f.a);
   std::memcpy(f.b, b, sizeof f.b);

@@ -49,6 +49,32 @@ class DeviceArray {
   size_t n_;
 };
 
+// A Tesla T4 (Turing, compute capability 7.5, CUDA's figures): the oldest GPU CUDA 13 compiles for,
+// with no cp.async or BF16 mma and 64 KiB of shared memory a block.
+inline emu::DeviceConfig tesla_t4() {
+  emu::DeviceConfig t4;
+  t4.name = "Tesla T4 (emulated)";
+  t4.major = 7;
+  t4.minor = 5;
+  t4.sm_count = 40;
+  t4.global_memory_bytes = size_t{15} << 30;
+  t4.shared_per_block_bytes = 48 << 10;
+  t4.shared_per_block_optin_bytes = 64 << 10;
+  t4.shared_per_sm_bytes = 64 << 10;
+  t4.l2_cache_bytes = 4 << 20;
+  t4.max_threads_per_block = 1024;
+  return t4;
+}
+
+// The emulated device for one scope, the default (an H100) back afterwards whatever happened in it.
+class EmulatedDevice {
+ public:
+  explicit EmulatedDevice(const emu::DeviceConfig& config) { emu::configure_device(config); }
+  ~EmulatedDevice() { emu::configure_device(emu::DeviceConfig{}); }
+  EmulatedDevice(const EmulatedDevice&) = delete;
+  EmulatedDevice& operator=(const EmulatedDevice&) = delete;
+};
+
 // The detail the emulator attached to the error `e` (cudaGetErrorString's text).
 inline std::string error_text(cudaError_t e) { return cudaGetErrorString(e); }
 

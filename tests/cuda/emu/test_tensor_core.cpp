@@ -197,5 +197,29 @@ TEST_F(EmuTest, LdmatrixRefusesMisalignedRows) {
   EXPECT_NE(error_text(e).find("is not 16-byte aligned"), std::string::npos) << error_text(e);
 }
 
+// On a Turing GPU (7.5) ldmatrix exists and mma.sync.m16n8k16 with BF16 inputs and cp.async do not: a
+// kernel that runs them fails naming the instruction, as no GPU build would hold it for that device.
+TEST_F(EmuTest, AnInstructionNewerThanTheDeviceFailsTheKernelNamingIt) {
+  const EmulatedDevice t4(tesla_t4());
+  check_ldmatrix<4, true>();
+  {
+    DeviceArray<uint16_t> a(16 * 16), b(16 * 8);
+    DeviceArray<float> c(16 * 8), d(16 * 8);
+    emu::launch<one_mma<MmaInput::kBf16>>(dim3(1), dim3(32), 0, nullptr, a.get(), b.get(), c.get(), d.get());
+    const cudaError_t e = cudaDeviceSynchronize();
+    EXPECT_EQ(e, cudaErrorLaunchFailure);
+    EXPECT_NE(error_text(e).find("mma.sync.m16n8k16 with BF16 inputs needs compute capability 8.0; the emulated "
+                                 "device is 7.5"),
+              std::string::npos)
+        << error_text(e);
+  }
+  cudaDeviceReset();  // the launch failure is sticky, as on a GPU
+  DeviceArray<float> src(12), out(18);
+  emu::launch<async_copy_groups>(dim3(1), dim3(1), 0, nullptr, src.get(), out.get());
+  const cudaError_t e = cudaDeviceSynchronize();
+  EXPECT_EQ(e, cudaErrorLaunchFailure);
+  EXPECT_NE(error_text(e).find("cp.async needs compute capability 8.0"), std::string::npos) << error_text(e);
+}
+
 }  // namespace
 }  // namespace gpt::cuda::test
