@@ -12,8 +12,11 @@
 # count must agree. Prints each kernel's registers, stack, spills and the three counts. ctest runs it in GPU
 # builds (cuda_static.FlashAttentionKernels). The tiled FP32 kernels (flash_attention_tiled.cu) are
 # compiled too and must not spill.
+# Below sm_80 (Turing, sm_75: no cp.async, no BF16 mma) the tensor-core kernels' bodies are a trap
+# (common/mma.cuh's GPT_HAS_SM80_MMA) and the host never launches them there: the check is then that
+# their PTX holds none of those instructions, and the tiled kernels' as above.
 #
-#   scripts/check_flash_kernels.sh [ARCH ...]     (default: 80 90)
+#   scripts/check_flash_kernels.sh [ARCH ...]     (default: 75 80 90)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -23,7 +26,7 @@ cuobjdump=$(dirname "$nvcc")/cuobjdump
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 archs=("$@")
-[ ${#archs[@]} -gt 0 ] || archs=(80 90)
+[ ${#archs[@]} -gt 0 ] || archs=(75 80 90)
 opcodes=$work/cubin_opcodes
 "${CXX:-c++}" -std=c++17 -O1 -o "$opcodes" "$root/tests/cuda/static/cubin_opcodes.cpp"
 # ptxas -v: "Compiling entry function 'NAME' for 'sm_XX'", then "N bytes stack frame, N bytes spill
@@ -43,15 +46,46 @@ ptxas_rules=$(cat <<'EOF'
 EOF
 )
 status=0
+# The tensor-core kernels below sm_80: compiled, no spills, and no cp.async, ldmatrix or mma in their
+# PTX (ptxas would refuse those instructions; this names the kernel).
+check_trapping_kernels() {
+  local arch=$1
+  "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
+    -gencode "arch=compute_$arch,code=sm_$arch" -Xptxas -v --keep --keep-dir "$work" \
+    -c "$root/cuda/kernels/flash_attention.cu" -o "$work/flash.o" 2>"$work/ptxas_$arch.txt" || { cat "$work/ptxas_$arch.txt"; return 1; }
+  awk -v arch="$arch" -v ptx="$work/flash_attention.ptx" '
+    BEGIN {
+      while ((getline line < ptx) > 0) {
+        if (match(line, /\.entry [^ (]+/)) fn = substr(line, RSTART + 7, RLENGTH - 7)
+        else if (line ~ /mma\.sync|ldmatrix|cp\.async/) sm80[fn]++
+      }
+    }
+    '"$ptxas_rules"'
+    END {
+      bad = 0
+      for (i = 1; i <= n; ++i) {
+        fn = order[i]
+        printf "sm_%s %-40s %3d registers, %4d bytes stack, spill %d/%d bytes; PTX: %d sm_80 instructions (body: a trap)\n", \
+          arch, kernel_name(fn), regs[fn], stack[fn], stores[fn], loads[fn], sm80[fn]
+        if (stores[fn] > 0 || loads[fn] > 0) { print "  FAIL: spills registers"; bad = 1 }
+        if (sm80[fn] + 0 > 0) { print "  FAIL: cp.async, ldmatrix or mma in code for a device without them (GPT_HAS_SM80_MMA guard missing)"; bad = 1 }
+      }
+      if (n < 16) { printf "  FAIL: %d kernels found, expected 16 (forward, dq, D, dk/dv x head sizes 64, 128 x BF16, F16)\n", n; bad = 1 }
+      exit bad
+    }' "$work/ptxas_$arch.txt"
+}
 for arch in "${archs[@]}"; do
   gencode=(-gencode "arch=compute_$arch,code=sm_$arch")
-  "$nvcc" -std=c++17 "${gencode[@]}" -cubin -o "$work/probe.cubin" "$root/tests/cuda/static/sass_probe.cu"
-  probe=$("$opcodes" "$work/probe.cubin" | sed -E 's/^\S+(sass_probe_[a-z]+)\S* instructions [0-9]+/\1/' | sort | tr '\n' ';')
-  if [ "$probe" != "sass_probe_counted HMMA 2 LDSM 3 LDGSTS 4;sass_probe_none HMMA 0 LDSM 0 LDGSTS 0;" ]; then
-    echo "sm_$arch: FAIL: cubin_opcodes's opcode table does not hold for this toolkit: on sass_probe.cu it counted"
-    echo "  '$probe' where the kernels hold HMMA 2 LDSM 3 LDGSTS 4 and none"
-    status=1
-    continue
+  if [ "$arch" -lt 80 ]; then
+    check_trapping_kernels "$arch" || status=1
+  else
+    "$nvcc" -std=c++17 "${gencode[@]}" -cubin -o "$work/probe.cubin" "$root/tests/cuda/static/sass_probe.cu"
+    probe=$("$opcodes" "$work/probe.cubin" | sed -E 's/^\S+(sass_probe_[a-z]+)\S* instructions [0-9]+/\1/' | sort | tr '\n' ';')
+    if [ "$probe" != "sass_probe_counted HMMA 2 LDSM 3 LDGSTS 4;sass_probe_none HMMA 0 LDSM 0 LDGSTS 0;" ]; then
+      echo "sm_$arch: FAIL: cubin_opcodes's opcode table does not hold for this toolkit: on sass_probe.cu it counted"
+      echo "  '$probe' where the kernels hold HMMA 2 LDSM 3 LDGSTS 4 and none"
+      status=1
+      continue
   fi
   "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
     "${gencode[@]}" -Xptxas -v --keep --keep-dir "$work" \
@@ -96,6 +130,7 @@ for arch in "${archs[@]}"; do
       if (n < 16) { printf "  FAIL: %d kernels found, expected 16 (forward, dq, D, dk/dv x head sizes 64, 128 x BF16, F16)\n", n; bad = 1 }
       exit bad
     }' "$work/ptxas_$arch.txt" || status=1
+  fi
   # The tiled FP32 kernels (flash_attention_tiled.cu: the fp32 recipe's attention): no spills either.
   "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
     "${gencode[@]}" -Xptxas -v -cubin -o "$work/tiled.cubin" "$root/cuda/kernels/flash_attention_tiled.cu" \
@@ -113,6 +148,8 @@ for arch in "${archs[@]}"; do
       exit bad
     }' "$work/ptxas_tiled_$arch.txt" || status=1
 done
+below_sm80=""
+for arch in "${archs[@]}"; do [ "$arch" -ge 80 ] || below_sm80="; below sm_80 no cp.async, ldmatrix or mma in their PTX"; done
 if [ $status -ne 0 ]; then echo "check_flash_kernels: FAILED"
-else echo "check_flash_kernels: no spills (tensor-core and tiled kernels); in every kernel's SASS one HMMA per mma.sync, one LDSM per ldmatrix, one LDGSTS per cp.async${cuobjdump:+ (HMMA counts agree with cuobjdump)}"; fi
+else echo "check_flash_kernels: no spills (tensor-core and tiled kernels); in every kernel's SASS one HMMA per mma.sync, one LDSM per ldmatrix, one LDGSTS per cp.async${cuobjdump:+ (HMMA counts agree with cuobjdump)}$below_sm80"; fi
 exit $status

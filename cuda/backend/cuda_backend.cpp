@@ -64,6 +64,7 @@ CudaBackend::CudaBackend(int device_index, bool allow_tf32, AttentionKind attent
   CUDA_CHECK(cudaMemcpy(ctx_.input_errors, &none, sizeof none, cudaMemcpyHostToDevice));
   ctx_.sm_count = info_.sm_count;
   ctx_.compute_capability = info_.compute_capability;
+  ctx_.shared_per_block_optin = prop.sharedMemPerBlockOptin;
   sync_each_op_ = env_flag("GPT_CUDA_SYNC");
 }
 

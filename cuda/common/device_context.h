@@ -32,6 +32,10 @@ struct DeviceContext {
   size_t scratch_bytes = 0;
   int sm_count = 0;
   int compute_capability = 0;  // major * 10 + minor: 90 on Hopper
+  // The most shared memory one block may have (cudaDeviceProp::sharedMemPerBlockOptin): 227 KiB on
+  // Hopper, 163 KiB on the A100, 99 KiB on Ampere and Ada consumer cards, 64 KiB on Turing. Kernels whose
+  // tiles do not fit take a path that needs less; 0 (unknown) fits none of them.
+  size_t shared_per_block_optin = 0;
   InputErrors* input_errors = nullptr;  // null: bad inputs are not recorded (the kernel tests' contexts)
 };
 

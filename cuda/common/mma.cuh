@@ -20,8 +20,15 @@
 #include "emu/tensor_core.h"
 #endif
 
+// Whether this compilation pass has the instructions (cp.async and mma.m16n8k16 are Ampere's, sm_80):
+// the host pass and the emulator do; device code for Turing (sm_75, the oldest CUDA 13 compiles for) does
+// not. A kernel that uses these wrappers compiles its body only where GPT_HAS_SM80_MMA is 1 and traps
+// elsewhere, and its host code never launches it on such a device; a kernel that forgot the guard fails
+// the sm_75 build in ptxas, naming the instruction.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "common/mma.cuh needs sm_80 or newer (cp.async, ldmatrix, mma.m16n8k16 with bf16)"
+#define GPT_HAS_SM80_MMA 0
+#else
+#define GPT_HAS_SM80_MMA 1
 #endif
 
 namespace gpt::cuda {

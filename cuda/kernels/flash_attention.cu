@@ -182,6 +182,7 @@ __device__ __forceinline__ void store_pair(uint16_t* base, int64_t i, float x0, 
 
 template <int kHead, MmaInput kIn>
 __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashParams p) {
+#if GPT_HAS_SM80_MMA
   using Tl = Tiles<kHead>;
   constexpr int kS = Tl::kStride, kKeyTiles8 = kBlockRows / 8;
   uint16_t* sq = dynamic_shared_memory<uint16_t>();
@@ -270,6 +271,10 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashParams p) 
     for (int d = 0; d < Tl::kHeadTiles; ++d) store_pair<kIn>(out, base + d * 8, o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
     if (tq == 0) p.lse[bh * T + row[r]] = (m[r] + log2f(sum)) * kLn2;
   }
+#else
+  (void)p;
+  __trap();  // not launched below compute capability 8.0 (flash_attention_uses_tensor_cores)
+#endif
 }
 
 // The backward's recompute over one warp's tile, in place: for each element P = 2^(S scale_log2 - lse2), 0
@@ -323,6 +328,7 @@ __device__ __forceinline__ void recompute_probabilities(float (&s)[kN][4], float
 // E4M3): the same two products a tile, the row sums in place of the third.
 template <int kHead, MmaInput kIn, bool kDeltaOnly = false>
 __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwardParams p) {
+#if GPT_HAS_SM80_MMA
   using Tl = Tiles<kHead>;
   constexpr int kS = Tl::kStride, kInner = Tl::kInner, kN = kInner / 8;
   uint16_t* sq = dynamic_shared_memory<uint16_t>();
@@ -410,12 +416,17 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dq_kernel(FlashBackwa
     for (int d = 0; d < Tl::kHeadTiles; ++d)
       store_pair<kIn>(dqkv, base + d * 8, dq[d][2 * r] * p.scale, dq[d][2 * r + 1] * p.scale);
   }
+#else
+  (void)p;
+  __trap();  // not launched below compute capability 8.0 (flash_attention_uses_tensor_cores)
+#endif
 }
 
 // dk and dv for one block of 64 keys, over the query tiles from its diagonal to T. Here the products are
 // transposed (keys are the rows): S^T = k q^T, dPd^T = v dout^T.
 template <int kHead, MmaInput kIn>
 __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackwardParams p) {
+#if GPT_HAS_SM80_MMA
   using Tl = Tiles<kHead>;
   constexpr int kS = Tl::kStride, kInner = Tl::kInner, kN = kInner / 8;
   uint16_t* sk = dynamic_shared_memory<uint16_t>();
@@ -484,6 +495,10 @@ __global__ void __launch_bounds__(kThreads) flash_backward_dkv_kernel(FlashBackw
       store_pair<kIn>(dqkv, base + 2 * C + d * 8, dv[d][2 * r], dv[d][2 * r + 1]);
     }
   }
+#else
+  (void)p;
+  __trap();  // not launched below compute capability 8.0 (flash_attention_uses_tensor_cores)
+#endif
 }
 
 template <auto Kernel, class Params>
@@ -525,8 +540,9 @@ bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p
 
 }  // namespace
 
-bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_size) {
-  return (dtype == DType::BF16 || dtype == DType::F16) && (head_size == 64 || head_size == 128);
+bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_size, int compute_capability) {
+  return (dtype == DType::BF16 || dtype == DType::F16) && (head_size == 64 || head_size == 128) &&
+         compute_capability >= kMinTensorCoreAttentionCapability;
 }
 
 void flash_attention_forward(const AttentionForwardArgs& args, const DeviceContext& ctx) {
@@ -534,11 +550,12 @@ void flash_attention_forward(const AttentionForwardArgs& args, const DeviceConte
   if (p.T == 0 || p.batch_heads == 0) return;
   // 16-byte cp.async chunks of every head's rows: the tensors' starts must be 16-byte aligned (the
   // arenas align every buffer; a view at an odd offset takes the tiled kernels).
-  if (flash_attention_uses_tensor_cores(args.qkv.dtype, p.head_size) && aligned(p.qkv, 16) && aligned(p.out, 4)) {
+  if (flash_attention_uses_tensor_cores(args.qkv.dtype, p.head_size, ctx.compute_capability) && aligned(p.qkv, 16) &&
+      aligned(p.out, 4)) {
     with_tensor_core_kernel<TensorCoreForward>(args.qkv.dtype, p.head_size, p, ctx.stream);
     return;
   }
-  if (p.head_size <= kMaxTiledHeadSize)
+  if (tiled_attention_fits(p.head_size, ctx.shared_per_block_optin))
     tiled_flash_forward(p, ctx.stream);
   else
     scalar_flash_forward(p, ctx.stream);
@@ -547,18 +564,19 @@ void flash_attention_forward(const AttentionForwardArgs& args, const DeviceConte
 void flash_attention_backward(const AttentionBackwardArgs& args, const DeviceContext& ctx) {
   const FlashBackwardParams p = flash_backward_params(args);
   if (p.T == 0 || p.batch_heads == 0) return;
-  const bool tensor_cores = flash_attention_uses_tensor_cores(args.qkv.dtype, p.head_size) && aligned(p.qkv, 16) &&
-                            aligned(p.dout, 16) && aligned(p.dqkv, 4);
+  const bool tensor_cores = flash_attention_uses_tensor_cores(args.qkv.dtype, p.head_size, ctx.compute_capability) &&
+                            aligned(p.qkv, 16) && aligned(p.dout, 16) && aligned(p.dqkv, 4);
+  const bool tiled = tiled_attention_fits(p.head_size, ctx.shared_per_block_optin);
   // D from the probabilities on tensor cores where the backward runs there; else attention_delta decides.
   if (!p.out_in_compute_format && tensor_cores)
     with_tensor_core_kernel<TensorCoreDelta>(args.qkv.dtype, p.head_size, p, ctx.stream);
   else
-    attention_delta(p, ctx.stream);
+    attention_delta(p, tiled, ctx.stream);
   if (tensor_cores) {
     with_tensor_core_kernel<TensorCoreBackward>(args.qkv.dtype, p.head_size, p, ctx.stream);
     return;
   }
-  if (p.head_size <= kMaxTiledHeadSize)
+  if (tiled)
     tiled_flash_backward(p, ctx.stream);
   else
     scalar_flash_backward(p, ctx.stream);

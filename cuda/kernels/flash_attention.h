@@ -18,8 +18,13 @@ void flash_attention_forward(const AttentionForwardArgs& args, const DeviceConte
 // row's dout . out); dqkv is overwritten.
 void flash_attention_backward(const AttentionBackwardArgs& args, const DeviceContext& ctx);
 
-// Whether (format, head size) runs on the tensor-core kernels rather than the scalar ones.
-bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_size);
+// The oldest compute capability of the tensor-core kernels (cp.async, mma.m16n8k16: Ampere); on Turing
+// (7.5) every format takes the tiled or scalar kernels.
+inline constexpr int kMinTensorCoreAttentionCapability = 80;
+
+// Whether (format, head size) runs on the tensor-core kernels on a device of this compute capability
+// (major * 10 + minor), rather than the tiled or scalar ones.
+bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_size, int compute_capability);
 
 // The largest head size the tiled FP32 kernels take (their per-thread accumulators are kept in registers,
 // head size / 16 columns of 4 rows), and the largest the scalar ones take (their per-thread accumulators

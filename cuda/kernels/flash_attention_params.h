@@ -68,18 +68,22 @@ FlashBackwardParams flash_backward_params(const AttentionBackwardArgs& args);
 dim3 fused_attention_grid(const FlashParams& p, int64_t rows_per_block);
 
 // The tiled kernels (flash_attention_tiled.cu): any format the recipes compute in and head sizes up to
-// kMaxTiledHeadSize, on FP32 FMAs through shared-memory tiles.
+// kMaxTiledHeadSize, on FP32 FMAs through shared-memory tiles, on a device whose blocks may hold their
+// tiles (shared_per_block_optin, DeviceContext): 75 KiB at head sizes past 64, 43 KiB up to 64, so
+// Turing's 64 KiB takes head sizes past 64 to the scalar kernels.
+bool tiled_attention_fits(int64_t head_size, size_t shared_per_block_optin);
 void tiled_flash_forward(const FlashParams& p, cudaStream_t stream);
 void tiled_flash_backward(const FlashBackwardParams& p, cudaStream_t stream);
 // p.delta = rowsum(Pd ⊙ dPd) from recomputed probabilities (attention_delta's path for an output stored
-// in another format), head sizes up to kMaxTiledHeadSize.
+// in another format), where tiled_attention_fits.
 void tiled_attention_delta_from_probabilities(const FlashBackwardParams& p, cudaStream_t stream);
-// The scalar kernels: the head sizes past kMaxTiledHeadSize, up to kMaxScalarHeadSize.
+// The scalar kernels: the head sizes past kMaxTiledHeadSize (or whose tiles do not fit), up to
+// kMaxScalarHeadSize; no dynamic shared memory.
 void scalar_flash_forward(const FlashParams& p, cudaStream_t stream);
 void scalar_flash_backward(const FlashBackwardParams& p, cudaStream_t stream);
 // p.delta = rowsum(dout ⊙ out) per (head, row), for both backward kernels; with out in another format,
 // rowsum(Pd ⊙ dPd) (the same value) from recomputed probabilities, exact where an E4M3 out (3 mantissa
-// bits) would give D to about 6%.
-void attention_delta(const FlashBackwardParams& p, cudaStream_t stream);
+// bits) would give D to about 6%. tiled: whether that path may take the tiled kernels (tiled_attention_fits).
+void attention_delta(const FlashBackwardParams& p, bool tiled, cudaStream_t stream);
 
 }  // namespace gpt::cuda

@@ -219,7 +219,7 @@ FlashParams flash_params(const Tensor& qkv, const Tensor& out, const Tensor& lse
             dtype_name(out.dtype), dtype_name(f));
   check_stats(lse, op, "log-sum-exp (probs)", B, n_head, T);
   const int64_t hs = C / n_head;
-  GPT_CHECK(flash_attention_uses_tensor_cores(f, hs) || hs <= kMaxScalarHeadSize,
+  GPT_CHECK(hs <= kMaxScalarHeadSize,
             "{}: head size {} (n_embd {} / n_head {}) has no fused CUDA attention kernel: the tensor-core kernels take "
             "64 and 128 (BF16, F16), the scalar ones up to {}; choose another n_head, or set train.attention: "
             "materialised",
@@ -272,7 +272,7 @@ void scalar_flash_forward(const FlashParams& p, cudaStream_t stream) {
   launch<scalar_forward_kernel>(rows_grid(p), dim3(kThreads), 0, stream, p);
 }
 
-void attention_delta(const FlashBackwardParams& p, cudaStream_t stream) {
+void attention_delta(const FlashBackwardParams& p, bool tiled, cudaStream_t stream) {
   if (p.out_in_compute_format) {
     const int width = lanes_per_row((p.head_size + kPack - 1) / kPack);
     const bool vector = p.head_size % kPack == 0 && p.C % kPack == 0 && pack_aligned(p.out, p.dtype) &&
@@ -280,7 +280,7 @@ void attention_delta(const FlashBackwardParams& p, cudaStream_t stream) {
     const int64_t warps = (p.batch_heads * p.T + 32 / width - 1) / (32 / width);
     const dim3 grid(static_cast<unsigned>(std::clamp<int64_t>((warps * 32 + kThreads - 1) / kThreads, 1, 65535)));
     launch<delta_kernel>(grid, dim3(kThreads), 0, stream, p, width, vector);
-  } else if (p.head_size <= kMaxTiledHeadSize) {
+  } else if (tiled) {
     tiled_attention_delta_from_probabilities(p, stream);
   } else {
     launch<delta_from_probabilities_kernel>(rows_grid(p), dim3(kThreads), 0, stream, p);

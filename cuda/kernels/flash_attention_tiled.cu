@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace gpt::cuda {
 namespace {
@@ -462,16 +463,30 @@ void run_tiled(TiledPass pass, const FlashBackwardParams& p, cudaStream_t stream
   }
 }
 
-// The one switch from head size to the kernels' column count.
+// The one switch from head size to the kernels' column count: run(std::integral_constant<int, kCols>).
+template <class Run>
+auto with_tiled_columns(int64_t head_size, Run&& run) {
+  GPT_CHECK(head_size <= kMaxTiledHeadSize, "the tiled attention kernels take head sizes up to {}, not {}",
+            kMaxTiledHeadSize, head_size);
+  if (head_size <= 32) return run(std::integral_constant<int, 2>{});
+  if (head_size <= 64) return run(std::integral_constant<int, 4>{});
+  return run(std::integral_constant<int, 8>{});
+}
+
 void with_tiled_kernels(TiledPass pass, const FlashBackwardParams& p, cudaStream_t stream) {
-  GPT_CHECK(p.head_size <= kMaxTiledHeadSize, "the tiled attention kernels take head sizes up to {}, not {}",
-            kMaxTiledHeadSize, p.head_size);
-  if (p.head_size <= 32) run_tiled<2>(pass, p, stream);
-  else if (p.head_size <= 64) run_tiled<4>(pass, p, stream);
-  else run_tiled<8>(pass, p, stream);
+  with_tiled_columns(p.head_size, [&](auto cols) { run_tiled<decltype(cols)::value>(pass, p, stream); });
 }
 
 }  // namespace
+
+bool tiled_attention_fits(int64_t head_size, size_t shared_per_block_optin) {
+  if (head_size > kMaxTiledHeadSize) return false;
+  const size_t largest = with_tiled_columns(head_size, [](auto cols) {
+    using L = TiledLayout<decltype(cols)::value>;
+    return std::max({L::forward_bytes(), L::dq_bytes(), L::dkv_bytes()});
+  });
+  return largest <= shared_per_block_optin;
+}
 
 void tiled_flash_forward(const FlashParams& p, cudaStream_t stream) {
   FlashBackwardParams forward;

@@ -1,5 +1,6 @@
 // What the kernel tests of cuda/kernels share: a DeviceContext over emulated device memory (the backend's
-// 8 MiB of scratch), and tensors of host values uploaded to the device.
+// 8 MiB of scratch) with the current device's limits, as the backend fills them, and tensors of host
+// values uploaded to the device.
 #pragma once
 
 #include "common/device_context.h"
@@ -16,6 +17,13 @@ class KernelContext {
   KernelContext() : scratch_(size_t{8} << 20) {
     ctx_.scratch = scratch_.get();
     ctx_.scratch_bytes = scratch_.size();
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    ctx_.sm_count = prop.multiProcessorCount;
+    ctx_.compute_capability = prop.major * 10 + prop.minor;
+    ctx_.shared_per_block_optin = prop.sharedMemPerBlockOptin;
   }
   const DeviceContext& get() const { return ctx_; }
 

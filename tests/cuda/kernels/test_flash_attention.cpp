@@ -23,6 +23,7 @@
 // The dropout mask is checked exactly: with v one-hot (v row t2 = e_t2, T <= hs), out[t][t2] is
 // P[t][t2] M[t][t2] / (1-p), so its zeros are the dropped elements, which must be the CPU's.
 #include "kernels/flash_attention.h"
+#include "kernels/flash_attention_params.h"
 
 #include "cpu/gradcheck.h"
 #include "cuda/kernels/kernel_test_util.h"
@@ -383,6 +384,26 @@ TEST_F(FlashAttention, DropoutMaskIsTheCpusBitForBit) {
   check_mask(DType::BF16, 13, 13);   // the tiled kernels
   check_mask(DType::F32, 64, 64);
   check_mask(DType::BF16, 160, 67);  // the scalar kernels
+}
+
+// A Turing GPU (Tesla T4, 7.5: no cp.async, no BF16 mma, 64 KiB of shared memory a block): the
+// tensor-core head sizes take the tiled kernels at 64 (43 KiB of tiles) and the scalar ones at 128 (the
+// tiled kernels' 75 KiB do not fit), both formats within the same bound and the dropout mask the CPU's. A
+// dispatch that chose a kernel the device cannot run fails the case: the emulator refuses its
+// instructions (cp.async, mma) or its shared memory at the launch.
+TEST_F(FlashAttention, ATuringGpuTakesTheKernelsItCanRun) {
+  EXPECT_FALSE(flash_attention_uses_tensor_cores(DType::BF16, 64, 75));
+  EXPECT_FALSE(flash_attention_uses_tensor_cores(DType::F16, 128, 75));
+  EXPECT_TRUE(flash_attention_uses_tensor_cores(DType::F16, 128, 80));
+  EXPECT_TRUE(tiled_attention_fits(64, 64 << 10));
+  EXPECT_FALSE(tiled_attention_fits(128, 64 << 10));
+  EXPECT_TRUE(tiled_attention_fits(128, 99 << 10));  // an RTX 3090 or 4090
+  EXPECT_FALSE(tiled_attention_fits(128, 0));
+  const EmulatedDevice t4(tesla_t4());
+  for (DType f : {DType::BF16, DType::F16})
+    for (int64_t hs : {64, 128}) check_case({f, hs, 67, 0.1f});
+  check_mask(DType::F16, 64, 64);
+  check_mask(DType::BF16, 128, 67);
 }
 
 TEST(FlashAttentionIndex, MaskElementsAre64Bit) {
