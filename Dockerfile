@@ -7,7 +7,7 @@
 #
 # CUDA_IMAGE is a CUDA 13 development image: nvcc, cuBLASLt and NCCL come with it (cmake/Cuda.cmake finds
 # NCCL under the toolkit or on the system). The build machine needs no GPU: the kernels compile for the
-# architectures in CMAKE_CUDA_ARCHITECTURES (80;86;89;90), and the binary still runs the CPU backend.
+# architectures in CMAKE_CUDA_ARCHITECTURES (75;80;86;89;90), and the binary still runs the CPU backend.
 ARG CUDA_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04
 FROM ${CUDA_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive

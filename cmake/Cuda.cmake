@@ -1,8 +1,9 @@
 # GPT_CUDA=AUTO compiles the CUDA backend when nvcc is found; OFF (or AUTO without nvcc) links
 # cuda/no_cuda, which reports "built without CUDA" when a CUDA backend is asked for.
 set(GPT_WITH_CUDA OFF)
-# Ampere and Ada consumer cards, and Hopper (H100/H200): the release default of CMAKE_CUDA_ARCHITECTURES.
-set(GPT_DEFAULT_CUDA_ARCHITECTURES "80;86;89;90")
+# Turing (T4, RTX 20xx, GTX 16xx: the oldest CUDA 13 compiles for), Ampere and Ada consumer cards, and
+# Hopper (H100/H200): the release default of CMAKE_CUDA_ARCHITECTURES.
+set(GPT_DEFAULT_CUDA_ARCHITECTURES "75;80;86;89;90")
 if(GPT_CUDA STREQUAL "ON" OR GPT_CUDA STREQUAL "AUTO")
   include(CheckLanguage)
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)

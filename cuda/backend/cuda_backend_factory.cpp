@@ -1,7 +1,7 @@
 // train.backend cuda (or auto with a device present): the device of this process's local rank (the one
 // the job's communicator found among its node's ranks, else the launcher's), logged with its name, memory
 // and compute capability. A device this build cannot run on (backend/device_support.h) stops here, before
-// anything is allocated on it.
+// anything is allocated on it; one it runs on slowly (Turing, for the bf16 recipe) is warned of.
 #include "backend/cuda_backend.h"
 #include "backend/cuda_entry.h"
 #include "backend/device_support.h"
@@ -25,6 +25,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
   spdlog::info("backend cuda: device {} of {}: {} ({:.1f} GiB, compute capability {}.{}, {} SMs){}", d.index, count,
                d.name, static_cast<double>(d.total_bytes) / (1ull << 30), d.compute_capability / 10,
                d.compute_capability % 10, d.sm_count, emulated() ? " on the CUDA emulator (cuda/emu)" : "");
+  if (const std::string limits = check.limits(); !limits.empty()) spdlog::warn("backend cuda: {}", limits);
   if (options.attention == AttentionKind::Materialised)
     spdlog::info("train.attention materialised: attention keeps its [B,n_head,T,T] probabilities");
   if (options.allow_tf32) spdlog::info("precision.tf32: FP32 matrix products run on TF32 tensor cores");

@@ -56,14 +56,23 @@ std::string DeviceCheck::device() const {
 
 std::string DeviceCheck::refusal() const { return device() + " cannot run the CUDA backend: " + support.detail; }
 
+std::string DeviceCheck::limits() const {
+  if (compute_capability >= kMinBf16TensorCoreCapability) return "";
+  return fmt::format("{} is older than Ampere: its tensor cores multiply F16, not BF16, so precision.recipe: fp16 "
+                     "runs its products there and bf16's run without them (cuBLASLt, several times slower); the fused "
+                     "attention takes its FP32-arithmetic kernels (cp.async and the BF16 mma need {})",
+                     device(), compute_capability_text(kMinBf16TensorCoreCapability));
+}
+
 std::string_view built_architectures() { return GPT_CUDA_ARCHITECTURES; }
 
 DeviceSupport device_support(int compute_capability, std::string_view architectures) {
   using Code = DeviceSupport::Code;
   if (compute_capability < kMinComputeCapability)
     return {Code::Unsupported,
-            fmt::format("it needs compute capability {} or later (Ampere, Ada, Hopper, Blackwell): its "
-                        "kernels use cp.async, ldmatrix and BF16 tensor-core products, which older GPUs lack",
+            fmt::format("it needs compute capability {} or later (Turing, Ampere, Ada, Hopper, Blackwell): CUDA "
+                        "13, which gpt-train is built with, compiles for nothing older (Volta, Pascal and Maxwell "
+                        "left it); train.backend: cpu trains on this machine's CPU",
                         compute_capability_text(kMinComputeCapability))};
   const int major = compute_capability / 10, minor = compute_capability % 10;
   const auto runs = [&](const Architecture& a) {

@@ -3,8 +3,10 @@
 // trains on the CPU instead), not a "no kernel image" error from inside the first op.
 //
 // Two facts decide it:
-// - the kernels' instructions: cp.async, ldmatrix and mma.sync.m16n8k16 with BF16 inputs are Ampere's
-//   (compute capability 8.0); FP8 tensor-core products are Ada's and Hopper's (8.9).
+// - what CUDA 13 compiles for: Turing (compute capability 7.5) and later; Volta, Pascal and Maxwell are
+//   gone from its compiler and drivers. On Turing the fused attention takes its FP32 kernels (its
+//   tensor-core ones need Ampere's cp.async and BF16 mma.sync, 8.0) and the BF16 products have no tensor
+//   cores (cuda_backend_factory.cpp warns); FP8 tensor-core products are Ada's and Hopper's (8.9).
 // - the code the build holds (CMAKE_CUDA_ARCHITECTURES): machine code (SASS) for sm_XY runs on devices
 //   of compute capability X.Z with Z >= Y; PTX for compute_XY is compiled by the driver at first use for
 //   any device of compute capability X.Y or later. An entry "XY" holds both, "XY-real" the SASS only,
@@ -17,8 +19,10 @@
 
 namespace gpt::cuda {
 
-// The oldest compute capability (major * 10 + minor) the CUDA backend's kernels run on.
-constexpr int kMinComputeCapability = 80;
+// The oldest compute capability (major * 10 + minor) the CUDA backend's kernels run on: Turing.
+constexpr int kMinComputeCapability = 75;
+// The oldest with BF16 tensor cores and the fused attention's tensor-core kernels: Ampere.
+constexpr int kMinBf16TensorCoreCapability = 80;
 // The oldest with FP8 tensor cores (cuBLASLt's E4M3/E5M2 products): Ada, Hopper, Blackwell.
 constexpr int kMinFp8ComputeCapability = 89;
 
@@ -55,6 +59,9 @@ struct DeviceCheck {
   // "device 0 (...) cannot run the CUDA backend: " and why: the refusal train.backend cuda stops with and
   // train.backend auto warns with.
   std::string refusal() const;
+  // What the backend does without on a device it runs on slowly (Turing: no BF16 tensor cores, the fused
+  // attention off its tensor-core kernels), as the warning make_backend logs; "" from Ampere on.
+  std::string limits() const;
 };
 DeviceCheck check_device(int index);
 

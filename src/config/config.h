@@ -77,7 +77,7 @@ struct TrainConfig {
 
   template <class V>
   void visit(V& v) {
-    v.choice("backend", backend, {"cpu", "cuda", "auto"}, "Where the ops run; auto picks CUDA when built with it and a GPU it runs on (compute capability 8.0 or later) is present, else the CPU.");
+    v.choice("backend", backend, {"cpu", "cuda", "auto"}, "Where the ops run; auto picks CUDA when built with it and a GPU it runs on (compute capability 7.5 or later) is present, else the CPU.");
     v.choice("attention", attention, {"fused", "materialised"}, "CUDA: fused attention kernels keep each row's log-sum-exp, no [B,n_head,T,T] probabilities (activation memory O(T), selective recomputation of attention saves nothing); materialised keeps the probabilities as the CPU does (for checks and comparisons). The CPU always materialises.");
     v.field("threads", threads, "CPU threads for OpenMP and OpenBLAS; 0 uses all cores.");
     v.field("seed", seed, "Seed of the initialisation, the data order and dropout.");

@@ -1,11 +1,13 @@
 // A GPU this build cannot use is said at start, with what to do, instead of failing inside the first op:
 // the rule (backend/device_support.h) on its own, then backend selection and the fp8 recipe on emulated
-// devices of other generations (emu::configure_device): a Tesla T4 (7.5, older than the kernels' 8.0), a
-// device the binary holds no code for, an RTX 3090 (8.6, no FP8 tensor cores) and a Blackwell card (12.0).
+// devices of other generations (emu::configure_device): a Tesla V100 (7.0, older than CUDA 13's oldest
+// target, 7.5), a Tesla T4 (7.5: runs where the build holds sm_75), a device the binary holds no code for,
+// an RTX 3090 (8.6, no FP8 tensor cores) and a Blackwell card (12.0).
 #include "backend/cuda_entry.h"
 #include "backend/device_support.h"
 #include "emu/control.h"
 #include "common/launch.cuh"
+#include "cuda/emu/emu_test_util.h"
 #include "train/synthetic_run.h"
 
 #include <gtest/gtest.h>
@@ -16,18 +18,17 @@ namespace {
 using cuda::DeviceSupport;
 using Code = DeviceSupport::Code;
 
-// The emulated device for one test, the default one back afterwards whatever the test did.
-struct EmulatedDevice {
-  EmulatedDevice(std::string name, int major, int minor, bool kernel_images = true) {
-    cuda::emu::DeviceConfig config;
-    config.name = std::move(name);
-    config.major = major;
-    config.minor = minor;
-    config.kernel_images = kernel_images;
-    cuda::emu::configure_device(config);
-  }
-  ~EmulatedDevice() { cuda::emu::configure_device(cuda::emu::DeviceConfig{}); }
-};
+using cuda::test::EmulatedDevice;
+
+// The default device's figures under another name and compute capability.
+cuda::emu::DeviceConfig device(std::string name, int major, int minor, bool kernel_images = true) {
+  cuda::emu::DeviceConfig config;
+  config.name = std::move(name);
+  config.major = major;
+  config.minor = minor;
+  config.kernel_images = kernel_images;
+  return config;
+}
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -37,6 +38,7 @@ TEST(DeviceSupport, MachineCodeRunsOnLaterMinorsOfItsMajor) {
   EXPECT_EQ(cuda::device_support(87, "80-real,90-real").code, Code::Native);
   EXPECT_EQ(cuda::device_support(90, "90a-real").code, Code::Native);
   EXPECT_EQ(cuda::device_support(90, " 80 ; 90 ").code, Code::Native);     // spaces as a user may write them
+  EXPECT_EQ(cuda::device_support(75, "75;80;86;89;90").code, Code::Native);  // a T4 on the release default
 }
 
 TEST(DeviceSupport, ANewerGpuRunsThePtxCompiledAtFirstUseAndIsToldHowToBuildForIt) {
@@ -51,7 +53,8 @@ TEST(DeviceSupport, ANewerGpuRunsThePtxCompiledAtFirstUseAndIsToldHowToBuildForI
 
 TEST(DeviceSupport, ABuildWithoutCodeForTheDeviceSaysWhichArchitecturesItHasAndHowToRebuild) {
   // SASS alone never runs on another major; PTX never on an older device; "a" code only on its own.
-  for (const auto& [cc, list] : {std::pair{100, "80-real,90-real"}, std::pair{86, "90"}, std::pair{100, "90a"}}) {
+  for (const auto& [cc, list] :
+       {std::pair{100, "80-real,90-real"}, std::pair{86, "90"}, std::pair{100, "90a"}, std::pair{75, "80;90"}}) {
     const DeviceSupport s = cuda::device_support(cc, list);
     EXPECT_EQ(s.code, Code::Unsupported) << cc << " " << list;
     EXPECT_TRUE(contains(s.detail, "none of whose code runs on compute capability " +
@@ -63,13 +66,24 @@ TEST(DeviceSupport, ABuildWithoutCodeForTheDeviceSaysWhichArchitecturesItHasAndH
   EXPECT_TRUE(contains(cuda::device_support(86, "").detail, "architectures (none)"));
 }
 
-TEST(DeviceSupport, GpusOlderThanAmpereAreRefusedWhateverTheBuild) {
-  for (int cc : {75, 70, 61}) {
-    const DeviceSupport s = cuda::device_support(cc, "80;86;89;90");
+TEST(DeviceSupport, GpusOlderThanTuringAreRefusedWhateverTheBuild) {
+  for (int cc : {70, 61, 52}) {
+    const DeviceSupport s = cuda::device_support(cc, "75;80;86;89;90");
     EXPECT_EQ(s.code, Code::Unsupported);
-    EXPECT_TRUE(contains(s.detail, "needs compute capability 8.0 or later")) << s.detail;
+    EXPECT_TRUE(contains(s.detail, "needs compute capability 7.5 or later")) << s.detail;
+    EXPECT_TRUE(contains(s.detail, "train.backend: cpu")) << s.detail;
   }
-  EXPECT_EQ(cuda::device_support(75, "native").code, Code::Unsupported);
+  EXPECT_EQ(cuda::device_support(70, "native").code, Code::Unsupported);
+}
+
+TEST(DeviceSupport, ATuringGpuIsToldWhatRunsSlowlyThereAndAnAmpereOneIsNot) {
+  cuda::DeviceCheck t4{0, "Tesla T4", 75, {}};
+  const std::string limits = t4.limits();
+  EXPECT_TRUE(contains(limits, "device 0 (Tesla T4, compute capability 7.5) is older than Ampere")) << limits;
+  EXPECT_TRUE(contains(limits, "precision.recipe: fp16 runs its products there")) << limits;
+  EXPECT_TRUE(contains(limits, "FP32-arithmetic kernels")) << limits;
+  EXPECT_EQ((cuda::DeviceCheck{0, "NVIDIA GeForce RTX 3060", 86, {}}.limits()), "");
+  EXPECT_EQ((cuda::DeviceCheck{0, "NVIDIA A100", 80, {}}.limits()), "");
 }
 
 TEST(DeviceSupport, ListsThatDependOnTheBuildMachineLeaveItToTheDriver) {
@@ -79,22 +93,41 @@ TEST(DeviceSupport, ListsThatDependOnTheBuildMachineLeaveItToTheDriver) {
   EXPECT_FALSE(cuda::built_architectures().empty());
 }
 
-TEST(DeviceSupport, ATuringGpuStopsTrainBackendCudaAndAutoTrainsOnTheCpu) {
-  EmulatedDevice t4("Tesla T4 (emulated)", 7, 5);
+TEST(DeviceSupport, AVoltaGpuStopsTrainBackendCudaAndAutoTrainsOnTheCpu) {
+  const EmulatedDevice v100(device("Tesla V100-SXM2-16GB (emulated)", 7, 0));
   const std::string message = error_message([] { cuda::make_backend(); });
-  EXPECT_TRUE(contains(message, "device 0 (Tesla T4 (emulated), compute capability 7.5) cannot run the CUDA backend"))
+  EXPECT_TRUE(contains(message, "device 0 (Tesla V100-SXM2-16GB (emulated), compute capability 7.0) cannot run the "
+                                "CUDA backend"))
       << message;
-  EXPECT_TRUE(contains(message, "needs compute capability 8.0 or later")) << message;
+  EXPECT_TRUE(contains(message, "needs compute capability 7.5 or later")) << message;
   EXPECT_TRUE(contains(message, "train.backend: cpu trains without it")) << message;
   EXPECT_EQ(make_backend(BackendKind::Auto)->name(), "cpu");
-  EXPECT_TRUE(contains(cuda::unusable_device_reason(), "compute capability 7.5"));
+  EXPECT_TRUE(contains(cuda::unusable_device_reason(), "compute capability 7.0"));
   EXPECT_TRUE(contains(cuda::describe(), "the CUDA backend cannot run on it")) << cuda::describe();
+}
+
+// A T4 runs a build that holds sm_75 (the release default) and is told to rebuild by one that does not
+// (CI's 80;90): which, this binary's list decides; test_turing_training.cpp trains on it either way.
+TEST(DeviceSupport, ATuringGpuRunsWhereTheBuildHoldsSm75AndIsToldToRebuildWhereNot) {
+  const EmulatedDevice t4(cuda::test::tesla_t4());
+  if (cuda::device_support(75, cuda::built_architectures()).runs()) {
+    const auto backend = cuda::make_backend();
+    EXPECT_EQ(backend->name(), "cuda");
+    EXPECT_TRUE(contains(backend->capabilities().fp8_products_unavailable, "compute capability 7.5"));
+    EXPECT_EQ(cuda::unusable_device_reason(), "");
+    EXPECT_TRUE(contains(cuda::check_device(0).limits(), "older than Ampere"));
+  } else {
+    const std::string message = error_message([] { cuda::make_backend(); });
+    EXPECT_TRUE(contains(message, "none of whose code runs on compute capability 7.5")) << message;
+    EXPECT_TRUE(contains(message, "-DCMAKE_CUDA_ARCHITECTURES=75")) << message;
+    EXPECT_EQ(make_backend(BackendKind::Auto)->name(), "cpu");
+  }
 }
 
 TEST(DeviceSupport, ADeviceTheBinaryHoldsNoCodeForIsFoundByTheDriversProbe) {
   // Compute capability 9.0 passes the rule for any build that has sm_90 or compute_80/90; the driver's
   // answer (cudaFuncGetAttributes: no kernel image) is what stops it.
-  EmulatedDevice imageless("NVIDIA H100 without our code (emulated)", 9, 0, /*kernel_images=*/false);
+  const EmulatedDevice imageless(device("NVIDIA H100 without our code (emulated)", 9, 0, /*kernel_images=*/false));
   const std::string message = error_message([] { cuda::make_backend(); });
   EXPECT_TRUE(contains(message, "holds no code that runs on it")) << message;
   EXPECT_TRUE(contains(message, "no kernel image is available")) << message;
@@ -105,7 +138,7 @@ TEST(DeviceSupport, ADeviceTheBinaryHoldsNoCodeForIsFoundByTheDriversProbe) {
 }
 
 TEST(DeviceSupport, AnAmpereGpuRefusesTheFp8RecipeAtStartAndTrainsBf16) {
-  EmulatedDevice rtx3090("NVIDIA GeForce RTX 3090 (emulated)", 8, 6);
+  const EmulatedDevice rtx3090(device("NVIDIA GeForce RTX 3090 (emulated)", 8, 6));
   auto backend = cuda::make_backend();
   EXPECT_TRUE(contains(backend->capabilities().fp8_products_unavailable,
                        "device 0 (NVIDIA GeForce RTX 3090 (emulated), compute capability 8.6) has no FP8 tensor cores"));
@@ -133,7 +166,7 @@ TEST(DeviceSupport, HopperMultipliesFp8) {
 }
 
 TEST(DeviceSupport, ABlackwellGpuTrainsOnThePtxOfTheBuild) {
-  EmulatedDevice blackwell("NVIDIA GeForce RTX 5090 (emulated)", 12, 0);
+  const EmulatedDevice blackwell(device("NVIDIA GeForce RTX 5090 (emulated)", 12, 0));
   // Whether it runs from PTX or machine code depends on the build's list; either way it runs.
   EXPECT_TRUE(cuda::device_support(120, cuda::built_architectures()).runs());
   EXPECT_EQ(cuda::unusable_device_reason(), "");
@@ -143,7 +176,7 @@ TEST(DeviceSupport, ABlackwellGpuTrainsOnThePtxOfTheBuild) {
 __global__ void mark_threads(int* out) { out[threadIdx.x] = 1; }
 
 TEST(EmuKernelImages, ADeviceWithoutCodeFailsEveryLaunchWithNoKernelImage) {
-  EmulatedDevice imageless("imageless (emulated)", 9, 0, /*kernel_images=*/false);
+  const EmulatedDevice imageless(device("imageless (emulated)", 9, 0, /*kernel_images=*/false));
   cudaFuncAttributes attributes{};
   EXPECT_EQ(cudaFuncGetAttributes(&attributes, mark_threads), cudaErrorNoKernelImageForDevice);
   EXPECT_EQ(cudaGetLastError(), cudaErrorNoKernelImageForDevice);

@@ -21,6 +21,7 @@
 
 #include "config/config_loader.h"
 #include "cpu/gradcheck.h"
+#include "cuda/model/cross_backend_tolerance.h"
 #include "test_util.h"
 #include "train_util.h"
 #include "train/device_records.h"
@@ -87,19 +88,6 @@ std::vector<std::pair<std::string, PrecisionRecipe>> recipes() {
   return out;
 }
 
-// How far a step's loss may be from the CPU's, relative: FP32 only reorders FP32 arithmetic; a narrow
-// recipe rounds every stored activation, and a last-bit difference before a rounding moves the stored
-// value by one unit of the narrow format, which the next ops carry.
-double loss_tolerance(const PrecisionRecipe& r) {
-  switch (r.recipe) {
-    case RecipeKind::Fp32: return 1e-4;
-    case RecipeKind::Bf16: return 2e-2;
-    case RecipeKind::Fp16: return 5e-3;
-    case RecipeKind::Fp8: return 5e-2;
-  }
-  return 0.0;
-}
-
 TEST(CudaModel, EveryRecipeMatchesTheCpu) {
   SKIP_WITHOUT_CUDA();
   std::printf("CUDA vs CPU, 4 steps x 2 micro-batches (largest |loss difference| / loss, largest weight difference):\n");
@@ -107,18 +95,12 @@ TEST(CudaModel, EveryRecipeMatchesTheCpu) {
     SCOPED_TRACE(name);
     const TrainResult cpu = train_four_steps(cpu_backend(), policy("none"), recipe);
     const TrainResult gpu = train_four_steps(*cuda_backend(), policy("none"), recipe);
-    ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
-    double worst = 0.0, worst_weight = 0.0;
-    for (size_t i = 0; i < cpu.losses.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(gpu.losses[i])) << "step " << i;
-      const double rel = std::fabs(gpu.losses[i] - cpu.losses[i]) / std::fabs(cpu.losses[i]);
-      worst = std::max(worst, rel);
-      EXPECT_LE(rel, loss_tolerance(recipe)) << "step " << i << ": cpu " << cpu.losses[i] << ", cuda " << gpu.losses[i];
-    }
+    const double worst = expect_losses_near_the_cpus(cpu.losses, gpu.losses, recipe);
+    double worst_weight = 0.0;
     for (size_t i = 0; i < cpu.final_parameters.size(); ++i)
       worst_weight = std::max(worst_weight, static_cast<double>(std::fabs(gpu.final_parameters[i] - cpu.final_parameters[i])));
-    std::printf("  %-18s loss %.3g (tolerance %.0e), weights %.3g\n", name.c_str(), worst, loss_tolerance(recipe),
-                worst_weight);
+    std::printf("  %-18s loss %.3g (tolerance %.0e), weights %.3g\n", name.c_str(), worst,
+                cross_backend_loss_tolerance(recipe), worst_weight);
     EXPECT_EQ(gpu.measured, gpu.planned);
   }
 }
@@ -242,7 +224,7 @@ TEST(CudaTrainer, TenStepsLogTheCpuLosses) {
     for (const auto& [step, loss] : cpu) {
       const double rel = std::fabs(gpu.at(step) - loss) / std::fabs(loss);
       worst = std::max(worst, rel);
-      EXPECT_LE(rel, loss_tolerance(r)) << "step " << step << ": cpu " << loss << ", cuda " << gpu.at(step);
+      EXPECT_LE(rel, cross_backend_loss_tolerance(r)) << "step " << step << ": cpu " << loss << ", cuda " << gpu.at(step);
     }
     std::printf("  trainer %-5s 10 steps: largest |loss difference| / loss %.3g\n", recipe.c_str(), worst);
   }

@@ -127,7 +127,7 @@ TEST(NcclDataParallel, Fp8RanksCastWithTheScalesOfOneRankAccumulating) {
   expect_fp8_ranks_cast_like_one_rank(dir, cuda_run(dir, 2, 1), 2, 4, "nccl", kLossTolerance, kWeightTolerance);
 }
 
-// train.backend auto on a job where one rank's GPU cannot be used (an emulated Tesla T4, 7.5): that rank
+// train.backend auto on a job where one rank's GPU cannot be used (an emulated Tesla V100, 7.0): that rank
 // takes the CPU, the other CUDA, and instead of the two waiting in collectives of different communicators
 // (NCCL's bootstrap against MPI's all-reduce) both stop, saying which rank took which.
 TEST(NcclDataParallel, AutoWithAGpuOnlyOneRankCanUseStopsEveryRankSayingWhichTookWhat) {
@@ -135,11 +135,11 @@ TEST(NcclDataParallel, AutoWithAGpuOnlyOneRankCanUseStopsEveryRankSayingWhichToo
   Config c = cuda_run(dir, 2, 1, 1);
   c.train.backend = "auto";
   if (world().rank() == 1) {
-    cuda::emu::DeviceConfig t4;
-    t4.name = "Tesla T4 (emulated)";
-    t4.major = 7;
-    t4.minor = 5;
-    cuda::emu::configure_device(t4);
+    cuda::emu::DeviceConfig v100;
+    v100.name = "Tesla V100-SXM2-16GB (emulated)";
+    v100.major = 7;
+    v100.minor = 0;
+    cuda::emu::configure_device(v100);
   }
   const std::string message = error_message([&] { Trainer(c, config_to_yaml(c), &world()); });
   cuda::emu::configure_device(cuda::emu::DeviceConfig{});
