@@ -46,39 +46,10 @@ ptxas_rules=$(cat <<'EOF'
 EOF
 )
 status=0
-# The tensor-core kernels below sm_80: compiled, no spills, and no cp.async, ldmatrix or mma in their
-# PTX (ptxas would refuse those instructions; this names the kernel).
-check_trapping_kernels() {
-  local arch=$1
-  "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
-    -gencode "arch=compute_$arch,code=sm_$arch" -Xptxas -v --keep --keep-dir "$work" \
-    -c "$root/cuda/kernels/flash_attention.cu" -o "$work/flash.o" 2>"$work/ptxas_$arch.txt" || { cat "$work/ptxas_$arch.txt"; return 1; }
-  awk -v arch="$arch" -v ptx="$work/flash_attention.ptx" '
-    BEGIN {
-      while ((getline line < ptx) > 0) {
-        if (match(line, /\.entry [^ (]+/)) fn = substr(line, RSTART + 7, RLENGTH - 7)
-        else if (line ~ /mma\.sync|ldmatrix|cp\.async/) sm80[fn]++
-      }
-    }
-    '"$ptxas_rules"'
-    END {
-      bad = 0
-      for (i = 1; i <= n; ++i) {
-        fn = order[i]
-        printf "sm_%s %-40s %3d registers, %4d bytes stack, spill %d/%d bytes; PTX: %d sm_80 instructions (body: a trap)\n", \
-          arch, kernel_name(fn), regs[fn], stack[fn], stores[fn], loads[fn], sm80[fn]
-        if (stores[fn] > 0 || loads[fn] > 0) { print "  FAIL: spills registers"; bad = 1 }
-        if (sm80[fn] + 0 > 0) { print "  FAIL: cp.async, ldmatrix or mma in code for a device without them (GPT_HAS_SM80_MMA guard missing)"; bad = 1 }
-      }
-      if (n < 16) { printf "  FAIL: %d kernels found, expected 16 (forward, dq, D, dk/dv x head sizes 64, 128 x BF16, F16)\n", n; bad = 1 }
-      exit bad
-    }' "$work/ptxas_$arch.txt"
-}
+below_sm80=""
 for arch in "${archs[@]}"; do
   gencode=(-gencode "arch=compute_$arch,code=sm_$arch")
-  if [ "$arch" -lt 80 ]; then
-    check_trapping_kernels "$arch" || status=1
-  else
+  if [ "$arch" -ge 80 ]; then
     "$nvcc" -std=c++17 "${gencode[@]}" -cubin -o "$work/probe.cubin" "$root/tests/cuda/static/sass_probe.cu"
     probe=$("$opcodes" "$work/probe.cubin" | sed -E 's/^\S+(sass_probe_[a-z]+)\S* instructions [0-9]+/\1/' | sort | tr '\n' ';')
     if [ "$probe" != "sass_probe_counted HMMA 2 LDSM 3 LDGSTS 4;sass_probe_none HMMA 0 LDSM 0 LDGSTS 0;" ]; then
@@ -86,50 +57,76 @@ for arch in "${archs[@]}"; do
       echo "  '$probe' where the kernels hold HMMA 2 LDSM 3 LDGSTS 4 and none"
       status=1
       continue
+    fi
   fi
   "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
     "${gencode[@]}" -Xptxas -v --keep --keep-dir "$work" \
     -c "$root/cuda/kernels/flash_attention.cu" -o "$work/flash.o" 2>"$work/ptxas_$arch.txt" || { cat "$work/ptxas_$arch.txt"; exit 1; }
-  "$opcodes" "$work/flash_attention.cubin" >"$work/sass_$arch.txt"
-  : >"$work/cuobjdump_$arch.txt"
-  [ -z "$cuobjdump" ] || "$cuobjdump" -sass "$work/flash.o" >"$work/cuobjdump_$arch.txt"
-  # cubin_opcodes: "NAME instructions N HMMA n LDSM n LDGSTS n"; cuobjdump: "Function : NAME", then its
-  # instructions.
-  awk -v arch="$arch" -v sass="$work/sass_$arch.txt" -v ptx="$work/flash_attention.ptx" \
-      -v dump="$work/cuobjdump_$arch.txt" -v dumped="${cuobjdump:+1}" '
-    BEGIN {
-      while ((getline line < sass) > 0) { split(line, f, " "); hmma[f[1]] = f[5]; ldsm[f[1]] = f[7]; ldgsts[f[1]] = f[9] }
-      while ((getline line < ptx) > 0) {
-        if (match(line, /\.entry [^ (]+/)) fn = substr(line, RSTART + 7, RLENGTH - 7)
-        else if (line ~ /mma\.sync\.aligned\.m16n8k16/) mma[fn]++
-        else if (line ~ /ldmatrix\.sync/) ldmatrix[fn]++
-        else if (line ~ /cp\.async\.c[ag]\.shared\.global/) cp_async[fn]++
+  if [ "$arch" -lt 80 ]; then
+    # Below sm_80: no spills, and no cp.async, ldmatrix or mma in the PTX (ptxas would refuse those
+    # instructions; this names the kernel).
+    below_sm80="; below sm_80 no cp.async, ldmatrix or mma in their PTX"
+    awk -v arch="$arch" -v ptx="$work/flash_attention.ptx" '
+      BEGIN {
+        while ((getline line < ptx) > 0) {
+          if (match(line, /\.entry [^ (]+/)) fn = substr(line, RSTART + 7, RLENGTH - 7)
+          else if (line ~ /mma\.sync|ldmatrix|cp\.async/) sm80[fn]++
+        }
       }
-      while ((getline line < dump) > 0) {
-        if (match(line, /Function : [^ ]+/)) fn = substr(line, RSTART + 11, RLENGTH - 11)
-        else if (line ~ /HMMA/) dumped_hmma[fn]++
+      '"$ptxas_rules"'
+      END {
+        bad = 0
+        for (i = 1; i <= n; ++i) {
+          fn = order[i]
+          printf "sm_%s %-40s %3d registers, %4d bytes stack, spill %d/%d bytes; PTX: %d sm_80 instructions (body: a trap)\n", \
+            arch, kernel_name(fn), regs[fn], stack[fn], stores[fn], loads[fn], sm80[fn]
+          if (stores[fn] > 0 || loads[fn] > 0) { print "  FAIL: spills registers"; bad = 1 }
+          if (sm80[fn] + 0 > 0) { print "  FAIL: cp.async, ldmatrix or mma in code for a device without them (GPT_HAS_SM80_MMA guard missing)"; bad = 1 }
+        }
+        if (n < 16) { printf "  FAIL: %d kernels found, expected 16 (forward, dq, D, dk/dv x head sizes 64, 128 x BF16, F16)\n", n; bad = 1 }
+        exit bad
+      }' "$work/ptxas_$arch.txt" || status=1
+  else
+    "$opcodes" "$work/flash_attention.cubin" >"$work/sass_$arch.txt"
+    : >"$work/cuobjdump_$arch.txt"
+    [ -z "$cuobjdump" ] || "$cuobjdump" -sass "$work/flash.o" >"$work/cuobjdump_$arch.txt"
+    # cubin_opcodes: "NAME instructions N HMMA n LDSM n LDGSTS n"; cuobjdump: "Function : NAME", then its
+    # instructions.
+    awk -v arch="$arch" -v sass="$work/sass_$arch.txt" -v ptx="$work/flash_attention.ptx" \
+        -v dump="$work/cuobjdump_$arch.txt" -v dumped="${cuobjdump:+1}" '
+      BEGIN {
+        while ((getline line < sass) > 0) { split(line, f, " "); hmma[f[1]] = f[5]; ldsm[f[1]] = f[7]; ldgsts[f[1]] = f[9] }
+        while ((getline line < ptx) > 0) {
+          if (match(line, /\.entry [^ (]+/)) fn = substr(line, RSTART + 7, RLENGTH - 7)
+          else if (line ~ /mma\.sync\.aligned\.m16n8k16/) mma[fn]++
+          else if (line ~ /ldmatrix\.sync/) ldmatrix[fn]++
+          else if (line ~ /cp\.async\.c[ag]\.shared\.global/) cp_async[fn]++
+        }
+        while ((getline line < dump) > 0) {
+          if (match(line, /Function : [^ ]+/)) fn = substr(line, RSTART + 11, RLENGTH - 11)
+          else if (line ~ /HMMA/) dumped_hmma[fn]++
+        }
       }
-    }
-    '"$ptxas_rules"'
-    END {
-      bad = 0
-      for (i = 1; i <= n; ++i) {
-        fn = order[i]
-        name = kernel_name(fn)
-        printf "sm_%s %-40s %3d registers, %4d bytes stack, spill %d/%d bytes; SASS (PTX): %3d (%3d) HMMA, %3d (%3d) LDSM, %3d (%3d) LDGSTS\n", \
-          arch, name, regs[fn], stack[fn], stores[fn], loads[fn], hmma[fn], mma[fn], ldsm[fn], ldmatrix[fn], ldgsts[fn], cp_async[fn]
-        if (stores[fn] > 0 || loads[fn] > 0) { print "  FAIL: spills registers"; bad = 1 }
-        if (hmma[fn] + 0 == 0) { print "  FAIL: no tensor-core (HMMA) instruction in the SASS"; bad = 1 }
-        if (ldsm[fn] + 0 == 0) { print "  FAIL: no ldmatrix (LDSM) in the SASS: the tensor-core operands do not come from shared memory by ldmatrix"; bad = 1 }
-        if (ldgsts[fn] + 0 == 0) { print "  FAIL: no cp.async (LDGSTS) in the SASS: the tiles do not load asynchronously"; bad = 1 }
-        if (hmma[fn] != mma[fn] + 0) { print "  FAIL: the SASS does not hold one HMMA for each mma.sync of the PTX"; bad = 1 }
-        if (ldsm[fn] != ldmatrix[fn] + 0) { print "  FAIL: the SASS does not hold one LDSM for each ldmatrix of the PTX"; bad = 1 }
-        if (ldgsts[fn] != cp_async[fn] + 0) { print "  FAIL: the SASS does not hold one LDGSTS for each cp.async of the PTX"; bad = 1 }
-        if (dumped && dumped_hmma[fn] != hmma[fn]) { printf "  FAIL: cuobjdump shows %d HMMA, cubin_opcodes counted %d\n", dumped_hmma[fn], hmma[fn]; bad = 1 }
-      }
-      if (n < 16) { printf "  FAIL: %d kernels found, expected 16 (forward, dq, D, dk/dv x head sizes 64, 128 x BF16, F16)\n", n; bad = 1 }
-      exit bad
-    }' "$work/ptxas_$arch.txt" || status=1
+      '"$ptxas_rules"'
+      END {
+        bad = 0
+        for (i = 1; i <= n; ++i) {
+          fn = order[i]
+          name = kernel_name(fn)
+          printf "sm_%s %-40s %3d registers, %4d bytes stack, spill %d/%d bytes; SASS (PTX): %3d (%3d) HMMA, %3d (%3d) LDSM, %3d (%3d) LDGSTS\n", \
+            arch, name, regs[fn], stack[fn], stores[fn], loads[fn], hmma[fn], mma[fn], ldsm[fn], ldmatrix[fn], ldgsts[fn], cp_async[fn]
+          if (stores[fn] > 0 || loads[fn] > 0) { print "  FAIL: spills registers"; bad = 1 }
+          if (hmma[fn] + 0 == 0) { print "  FAIL: no tensor-core (HMMA) instruction in the SASS"; bad = 1 }
+          if (ldsm[fn] + 0 == 0) { print "  FAIL: no ldmatrix (LDSM) in the SASS: the tensor-core operands do not come from shared memory by ldmatrix"; bad = 1 }
+          if (ldgsts[fn] + 0 == 0) { print "  FAIL: no cp.async (LDGSTS) in the SASS: the tiles do not load asynchronously"; bad = 1 }
+          if (hmma[fn] != mma[fn] + 0) { print "  FAIL: the SASS does not hold one HMMA for each mma.sync of the PTX"; bad = 1 }
+          if (ldsm[fn] != ldmatrix[fn] + 0) { print "  FAIL: the SASS does not hold one LDSM for each ldmatrix of the PTX"; bad = 1 }
+          if (ldgsts[fn] != cp_async[fn] + 0) { print "  FAIL: the SASS does not hold one LDGSTS for each cp.async of the PTX"; bad = 1 }
+          if (dumped && dumped_hmma[fn] != hmma[fn]) { printf "  FAIL: cuobjdump shows %d HMMA, cubin_opcodes counted %d\n", dumped_hmma[fn], hmma[fn]; bad = 1 }
+        }
+        if (n < 16) { printf "  FAIL: %d kernels found, expected 16 (forward, dq, D, dk/dv x head sizes 64, 128 x BF16, F16)\n", n; bad = 1 }
+        exit bad
+      }' "$work/ptxas_$arch.txt" || status=1
   fi
   # The tiled FP32 kernels (flash_attention_tiled.cu: the fp32 recipe's attention): no spills either.
   "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
@@ -148,8 +145,6 @@ for arch in "${archs[@]}"; do
       exit bad
     }' "$work/ptxas_tiled_$arch.txt" || status=1
 done
-below_sm80=""
-for arch in "${archs[@]}"; do [ "$arch" -ge 80 ] || below_sm80="; below sm_80 no cp.async, ldmatrix or mma in their PTX"; done
 if [ $status -ne 0 ]; then echo "check_flash_kernels: FAILED"
 else echo "check_flash_kernels: no spills (tensor-core and tiled kernels); in every kernel's SASS one HMMA per mma.sync, one LDSM per ldmatrix, one LDGSTS per cp.async${cuobjdump:+ (HMMA counts agree with cuobjdump)}$below_sm80"; fi
 exit $status
