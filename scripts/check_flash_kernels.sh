@@ -12,6 +12,11 @@
 # count must agree. Prints each kernel's registers, stack, spills and the three counts. ctest runs it in GPU
 # builds (cuda_static.FlashAttentionKernels). The tiled FP32 kernels (flash_attention_tiled.cu) are
 # compiled too and must not spill.
+# Each file is compiled once an architecture with ptxas -v, flash_attention.cu to an uncompressed fatbin
+# holding its PTX and its cubin (tests/cuda/static/fatbin_split.cpp takes them apart): compiles ccache can
+# keep, with their reports, where --keep's cannot. GPT_COMPILER_CACHE (ctest sets it to ccache where the
+# build compiles through it) runs nvcc through that cache, so a check of kernels unchanged since the last
+# one costs lookups instead of about two minutes of nvcc.
 # Below sm_80 (Turing, sm_75: no cp.async, no BF16 mma) the tensor-core kernels' bodies are a trap
 # (common/mma.cuh's GPT_HAS_SM80_MMA) and the host never launches them there: the check is then that
 # their PTX holds none of those instructions, and the tiled kernels' as above.
@@ -27,8 +32,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 archs=("$@")
 [ ${#archs[@]} -gt 0 ] || archs=(75 80 90)
-opcodes=$work/cubin_opcodes
+opcodes=$work/cubin_opcodes split=$work/fatbin_split
 "${CXX:-c++}" -std=c++17 -O1 -o "$opcodes" "$root/tests/cuda/static/cubin_opcodes.cpp"
+"${CXX:-c++}" -std=c++17 -O1 -o "$split" "$root/tests/cuda/static/fatbin_split.cpp"
+# nvcc through GPT_COMPILER_CACHE where set: paths under the tree enter its key relative to it, and the
+# working directory stays out, so another clone of the same sources finds the same entries.
+cached_nvcc() { CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 ${GPT_COMPILER_CACHE:+"$GPT_COMPILER_CACHE"} "$nvcc" "$@"; }
+kernel_flags=(-std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" -Xptxas -v)
 # ptxas -v: "Compiling entry function 'NAME' for 'sm_XX'", then "N bytes stack frame, N bytes spill
 # stores, N bytes spill loads" and "Used N registers": each kernel's figures, in order; and its name
 # demangled, without namespaces and parameters (MmaInput 0/1 as bf16/f16, the D pass's true as D).
@@ -50,7 +60,7 @@ below_sm80=""
 for arch in "${archs[@]}"; do
   gencode=(-gencode "arch=compute_$arch,code=sm_$arch")
   if [ "$arch" -ge 80 ]; then
-    "$nvcc" -std=c++17 "${gencode[@]}" -cubin -o "$work/probe.cubin" "$root/tests/cuda/static/sass_probe.cu"
+    cached_nvcc -std=c++17 "${gencode[@]}" -c -cubin -o "$work/probe.cubin" "$root/tests/cuda/static/sass_probe.cu"
     probe=$("$opcodes" "$work/probe.cubin" | sed -E 's/^\S+(sass_probe_[a-z]+)\S* instructions [0-9]+/\1/' | sort | tr '\n' ';')
     if [ "$probe" != "sass_probe_counted HMMA 2 LDSM 3 LDGSTS 4;sass_probe_none HMMA 0 LDSM 0 LDGSTS 0;" ]; then
       echo "sm_$arch: FAIL: cubin_opcodes's opcode table does not hold for this toolkit: on sass_probe.cu it counted"
@@ -59,14 +69,16 @@ for arch in "${archs[@]}"; do
       continue
     fi
   fi
-  "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
-    "${gencode[@]}" -Xptxas -v --keep --keep-dir "$work" \
-    -c "$root/cuda/kernels/flash_attention.cu" -o "$work/flash.o" 2>"$work/ptxas_$arch.txt" || { cat "$work/ptxas_$arch.txt"; exit 1; }
+  cached_nvcc "${kernel_flags[@]}" -gencode "arch=compute_$arch,code=[sm_$arch,compute_$arch]" -Xfatbin=-compress=false \
+    -c -fatbin -o "$work/flash_$arch.fatbin" "$root/cuda/kernels/flash_attention.cu" 2>"$work/ptxas_$arch.txt" ||
+    { cat "$work/ptxas_$arch.txt"; exit 1; }
+  "$split" "$work/flash_$arch.fatbin" "$work" >/dev/null
+  ptx=$work/compute_$arch.ptx cubin=$work/sm_$arch.cubin
   if [ "$arch" -lt 80 ]; then
     # Below sm_80: no spills, and no cp.async, ldmatrix or mma in the PTX (ptxas would refuse those
     # instructions; this names the kernel).
     below_sm80="; below sm_80 no cp.async, ldmatrix or mma in their PTX"
-    awk -v arch="$arch" -v ptx="$work/flash_attention.ptx" '
+    awk -v arch="$arch" -v ptx="$ptx" '
       BEGIN {
         while ((getline line < ptx) > 0) {
           if (match(line, /\.entry [^ (]+/)) fn = substr(line, RSTART + 7, RLENGTH - 7)
@@ -87,12 +99,12 @@ for arch in "${archs[@]}"; do
         exit bad
       }' "$work/ptxas_$arch.txt" || status=1
   else
-    "$opcodes" "$work/flash_attention.cubin" >"$work/sass_$arch.txt"
+    "$opcodes" "$cubin" >"$work/sass_$arch.txt"
     : >"$work/cuobjdump_$arch.txt"
-    [ -z "$cuobjdump" ] || "$cuobjdump" -sass "$work/flash.o" >"$work/cuobjdump_$arch.txt"
+    [ -z "$cuobjdump" ] || "$cuobjdump" -sass "$cubin" >"$work/cuobjdump_$arch.txt"
     # cubin_opcodes: "NAME instructions N HMMA n LDSM n LDGSTS n"; cuobjdump: "Function : NAME", then its
     # instructions.
-    awk -v arch="$arch" -v sass="$work/sass_$arch.txt" -v ptx="$work/flash_attention.ptx" \
+    awk -v arch="$arch" -v sass="$work/sass_$arch.txt" -v ptx="$ptx" \
         -v dump="$work/cuobjdump_$arch.txt" -v dumped="${cuobjdump:+1}" '
       BEGIN {
         while ((getline line < sass) > 0) { split(line, f, " "); hmma[f[1]] = f[5]; ldsm[f[1]] = f[7]; ldgsts[f[1]] = f[9] }
@@ -129,8 +141,7 @@ for arch in "${archs[@]}"; do
       }' "$work/ptxas_$arch.txt" || status=1
   fi
   # The tiled FP32 kernels (flash_attention_tiled.cu: the fp32 recipe's attention): no spills either.
-  "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" \
-    "${gencode[@]}" -Xptxas -v -cubin -o "$work/tiled.cubin" "$root/cuda/kernels/flash_attention_tiled.cu" \
+  cached_nvcc "${kernel_flags[@]}" "${gencode[@]}" -c -cubin -o "$work/tiled.cubin" "$root/cuda/kernels/flash_attention_tiled.cu" \
     2>"$work/ptxas_tiled_$arch.txt" || { cat "$work/ptxas_tiled_$arch.txt"; exit 1; }
   awk -v arch="$arch" "$ptxas_rules"'
     END {

@@ -7,7 +7,9 @@
 # below with the reason its layout does not allow them or its traffic does not matter. It fails on a
 # kernel with none that is not listed, on a listed kernel that has some (the exemption is stale), and on
 # a listed kernel that no longer exists. Prints each kernel's count. ctest runs it in GPU builds
-# (cuda_static.VectorAccess).
+# (cuda_static.VectorAccess). GPT_COMPILER_CACHE (ctest sets it to ccache where the build compiles
+# through it) runs nvcc through that cache, as scripts/check_flash_kernels.sh does: a kernel file unchanged
+# since the last check costs a lookup.
 #
 #   scripts/check_vector_access.sh [ARCH]     (default: 90)
 set -euo pipefail
@@ -44,10 +46,11 @@ flash_attention_scalar:delta_from_probabilities_kernel  fp8's D past head size 1
 EOF
 )
 
+cached_nvcc() { CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 ${GPT_COMPILER_CACHE:+"$GPT_COMPILER_CACHE"} "$nvcc" "$@"; }
 for cu in "$root"/cuda/kernels/*.cu "$root"/cuda/gemm/*.cu "$root"/cuda/common/*.cu; do
   name=$(basename "$cu" .cu)
-  "$nvcc" -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" -arch="sm_$arch" \
-    -ptx "$cu" -o "$work/$name.ptx"
+  cached_nvcc -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" -arch="sm_$arch" \
+    -c -ptx "$cu" -o "$work/$name.ptx"
   # One line a kernel instantiation: file, mangled name, count.
   awk -v f="$name" '
     /\.entry / { match($0, /_Z[A-Za-z0-9_]+/); k = substr($0, RSTART, RLENGTH); n[k] = 0 }
