@@ -26,6 +26,14 @@ if(GPT_CUDA_EMU)
     file(GENERATE OUTPUT ${wrapper} CONTENT "#include \"${cu}\"\n")
     list(APPEND GPT_CUDA_EMU_WRAPPERS ${wrapper})
   endforeach()
+  # Under ASan the emulator's own functions (shuffles, warp collectives, the block scheduler's fiber
+  # switches), called for every emulated thread at every step, keep their frames on the real stack rather
+  # than ASan's fake stack: CudaTrainer.TenStepsLogTheCpuLosses in 28 s instead of 40 (2026-12-07, Zen 5).
+  # The kernels, the backend and every other file still run with detect_stack_use_after_return; the
+  # runtime is checked for every other kind of access.
+  if(GPT_SANITIZE)
+    set_source_files_properties(${GPT_CUDA_EMU_RUNTIME_SOURCES} PROPERTIES COMPILE_OPTIONS -fsanitize-address-use-after-return=never)
+  endif()
   add_library(gpt_cuda_emu STATIC ${GPT_CUDA_EMU_RUNTIME_SOURCES} ${GPT_CUDA_EMU_WRAPPERS} ${GPT_CUDA_EMU_HOST_SOURCES})
   target_include_directories(gpt_cuda_emu PUBLIC ${CMAKE_SOURCE_DIR}/cuda ${CMAKE_SOURCE_DIR}/src)
   target_compile_definitions(gpt_cuda_emu PUBLIC GPT_CUDA_EMU=1)
