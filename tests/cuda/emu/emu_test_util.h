@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/cuda_check.h"
@@ -48,6 +49,17 @@ class DeviceArray {
   T* p_ = nullptr;
   size_t n_;
 };
+
+// The default device's figures (an H100's) under another name and compute capability: a GPU of another
+// generation, as far as the backend's start checks look.
+inline emu::DeviceConfig renamed_device(std::string name, int major, int minor, bool kernel_images = true) {
+  emu::DeviceConfig config;
+  config.name = std::move(name);
+  config.major = major;
+  config.minor = minor;
+  config.kernel_images = kernel_images;
+  return config;
+}
 
 // A Tesla T4 (Turing, compute capability 7.5, CUDA's figures): the oldest GPU CUDA 13 compiles for,
 // with no cp.async or BF16 mma and 64 KiB of shared memory a block.

@@ -19,16 +19,7 @@ using cuda::DeviceSupport;
 using Code = DeviceSupport::Code;
 
 using cuda::test::EmulatedDevice;
-
-// The default device's figures under another name and compute capability.
-cuda::emu::DeviceConfig device(std::string name, int major, int minor, bool kernel_images = true) {
-  cuda::emu::DeviceConfig config;
-  config.name = std::move(name);
-  config.major = major;
-  config.minor = minor;
-  config.kernel_images = kernel_images;
-  return config;
-}
+using cuda::test::renamed_device;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
@@ -94,7 +85,7 @@ TEST(DeviceSupport, ListsThatDependOnTheBuildMachineLeaveItToTheDriver) {
 }
 
 TEST(DeviceSupport, AVoltaGpuStopsTrainBackendCudaAndAutoTrainsOnTheCpu) {
-  const EmulatedDevice v100(device("Tesla V100-SXM2-16GB (emulated)", 7, 0));
+  const EmulatedDevice v100(renamed_device("Tesla V100-SXM2-16GB (emulated)", 7, 0));
   const std::string message = error_message([] { cuda::make_backend(); });
   EXPECT_TRUE(contains(message, "device 0 (Tesla V100-SXM2-16GB (emulated), compute capability 7.0) cannot run the "
                                 "CUDA backend"))
@@ -127,7 +118,7 @@ TEST(DeviceSupport, ATuringGpuRunsWhereTheBuildHoldsSm75AndIsToldToRebuildWhereN
 TEST(DeviceSupport, ADeviceTheBinaryHoldsNoCodeForIsFoundByTheDriversProbe) {
   // Compute capability 9.0 passes the rule for any build that has sm_90 or compute_80/90; the driver's
   // answer (cudaFuncGetAttributes: no kernel image) is what stops it.
-  const EmulatedDevice imageless(device("NVIDIA H100 without our code (emulated)", 9, 0, /*kernel_images=*/false));
+  const EmulatedDevice imageless(renamed_device("NVIDIA H100 without our code (emulated)", 9, 0, /*kernel_images=*/false));
   const std::string message = error_message([] { cuda::make_backend(); });
   EXPECT_TRUE(contains(message, "holds no code that runs on it")) << message;
   EXPECT_TRUE(contains(message, "no kernel image is available")) << message;
@@ -138,7 +129,7 @@ TEST(DeviceSupport, ADeviceTheBinaryHoldsNoCodeForIsFoundByTheDriversProbe) {
 }
 
 TEST(DeviceSupport, AnAmpereGpuRefusesTheFp8RecipeAtStartAndTrainsBf16) {
-  const EmulatedDevice rtx3090(device("NVIDIA GeForce RTX 3090 (emulated)", 8, 6));
+  const EmulatedDevice rtx3090(renamed_device("NVIDIA GeForce RTX 3090 (emulated)", 8, 6));
   auto backend = cuda::make_backend();
   EXPECT_TRUE(contains(backend->capabilities().fp8_products_unavailable,
                        "device 0 (NVIDIA GeForce RTX 3090 (emulated), compute capability 8.6) has no FP8 tensor cores"));
@@ -166,7 +157,7 @@ TEST(DeviceSupport, HopperMultipliesFp8) {
 }
 
 TEST(DeviceSupport, ABlackwellGpuTrainsOnThePtxOfTheBuild) {
-  const EmulatedDevice blackwell(device("NVIDIA GeForce RTX 5090 (emulated)", 12, 0));
+  const EmulatedDevice blackwell(renamed_device("NVIDIA GeForce RTX 5090 (emulated)", 12, 0));
   // Whether it runs from PTX or machine code depends on the build's list; either way it runs.
   EXPECT_TRUE(cuda::device_support(120, cuda::built_architectures()).runs());
   EXPECT_EQ(cuda::unusable_device_reason(), "");
@@ -176,7 +167,7 @@ TEST(DeviceSupport, ABlackwellGpuTrainsOnThePtxOfTheBuild) {
 __global__ void mark_threads(int* out) { out[threadIdx.x] = 1; }
 
 TEST(EmuKernelImages, ADeviceWithoutCodeFailsEveryLaunchWithNoKernelImage) {
-  const EmulatedDevice imageless(device("imageless (emulated)", 9, 0, /*kernel_images=*/false));
+  const EmulatedDevice imageless(renamed_device("imageless (emulated)", 9, 0, /*kernel_images=*/false));
   cudaFuncAttributes attributes{};
   EXPECT_EQ(cudaFuncGetAttributes(&attributes, mark_threads), cudaErrorNoKernelImageForDevice);
   EXPECT_EQ(cudaGetLastError(), cudaErrorNoKernelImageForDevice);

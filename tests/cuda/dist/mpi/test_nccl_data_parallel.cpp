@@ -3,9 +3,12 @@
 // GPU path (communication stream, events, buckets, ZeRO-1, bf16 reduction) is held to the host path's
 // tolerances. On a machine with GPUs the same sources would run on real NCCL.
 #include "backend/cuda_entry.h"
+#include "cuda/emu/emu_test_util.h"
 #include "dist_run.h"
-#include "emu/control.h"
 #include "train/device_records.h"
+
+#include <optional>
+#include <string>
 
 namespace gpt::test {
 namespace {
@@ -134,15 +137,9 @@ TEST(NcclDataParallel, AutoWithAGpuOnlyOneRankCanUseStopsEveryRankSayingWhichToo
   SharedDir dir;
   Config c = cuda_run(dir, 2, 1, 1);
   c.train.backend = "auto";
-  if (world().rank() == 1) {
-    cuda::emu::DeviceConfig v100;
-    v100.name = "Tesla V100-SXM2-16GB (emulated)";
-    v100.major = 7;
-    v100.minor = 0;
-    cuda::emu::configure_device(v100);
-  }
+  std::optional<cuda::test::EmulatedDevice> v100;
+  if (world().rank() == 1) v100.emplace(cuda::test::renamed_device("Tesla V100-SXM2-16GB (emulated)", 7, 0));
   const std::string message = error_message([&] { Trainer(c, config_to_yaml(c), &world()); });
-  cuda::emu::configure_device(cuda::emu::DeviceConfig{});
   EXPECT_NE(message.find("train.backend auto took CUDA on rank(s) 0 and the CPU on rank(s) 1"), std::string::npos)
       << message;
   EXPECT_NE(message.find("set train.backend: cpu"), std::string::npos) << message;
