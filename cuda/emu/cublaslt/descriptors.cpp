@@ -9,9 +9,18 @@
 namespace gpt::emu::cublaslt {
 namespace {
 
-thread_local std::string last_refusal;
-thread_local cublasStatus_t last_refusal_status = CUBLAS_STATUS_SUCCESS;
-thread_local std::string status_string;
+// Why this thread's last call failed, and the text cublasLtGetStatusString returned last. A backend kept
+// in a static (as the tests keep one) is destroyed at exit after the thread's thread_local objects, and
+// its cublasLt*Destroy calls still come here: `refusal_destroyed`, trivially destructible and so readable
+// to the end, says the strings are gone, and the calls then record nothing.
+thread_local bool refusal_destroyed = false;
+struct ThreadRefusal {
+  std::string why;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  std::string status_string;
+  ~ThreadRefusal() { refusal_destroyed = true; }
+};
+thread_local ThreadRefusal refusal;
 
 // One attribute: where its value lives and how many bytes it has.
 struct Field {
@@ -120,19 +129,23 @@ cublasStatus_t destroy(T* p) {
 }  // namespace
 
 cublasStatus_t refuse(cublasStatus_t status, std::string why) {
-  last_refusal = std::move(why);
-  last_refusal_status = status;
+  if (refusal_destroyed) return status;
+  refusal.why = std::move(why);
+  refusal.status = status;
   return status;
 }
 
 void clear_refusal() {
-  last_refusal.clear();
-  last_refusal_status = CUBLAS_STATUS_SUCCESS;
+  if (refusal_destroyed) return;
+  refusal.why.clear();
+  refusal.status = CUBLAS_STATUS_SUCCESS;
 }
 
 }  // namespace gpt::emu::cublaslt
 
-const char* gpt::emu::cublaslt_last_refusal() { return cublaslt::last_refusal.c_str(); }
+const char* gpt::emu::cublaslt_last_refusal() {
+  return cublaslt::refusal_destroyed ? "" : cublaslt::refusal.why.c_str();
+}
 
 using gpt::emu::cublaslt::clear_refusal;
 using gpt::emu::cublaslt::refuse;
@@ -148,11 +161,12 @@ const char* cublasLtGetStatusName(cublasStatus_t status) {
 }
 
 const char* cublasLtGetStatusString(cublasStatus_t status) {
-  auto& out = gpt::emu::cublaslt::status_string;
-  out = cublasLtGetStatusName(status);
-  if (status != CUBLAS_STATUS_SUCCESS && status == gpt::emu::cublaslt::last_refusal_status)
-    out += " (emulator: " + gpt::emu::cublaslt::last_refusal + ")";
-  return out.c_str();
+  if (gpt::emu::cublaslt::refusal_destroyed) return cublasLtGetStatusName(status);
+  auto& refusal = gpt::emu::cublaslt::refusal;
+  refusal.status_string = cublasLtGetStatusName(status);
+  if (status != CUBLAS_STATUS_SUCCESS && status == refusal.status)
+    refusal.status_string += " (emulator: " + refusal.why + ")";
+  return refusal.status_string.c_str();
 }
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {

@@ -3,7 +3,9 @@
 // and the descriptor attribute calls' own errors.
 #include "cublaslt_harness.h"
 
+#include <cstdlib>
 #include <functional>
+#include <string>
 
 namespace {
 
@@ -271,6 +273,26 @@ TEST(CublasLtAttributes, CublasCheckNamesTheStatus) {
     EXPECT_NE(std::string(e.what()).find("cublasLtDestroy"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("status 1"), std::string::npos) << e.what();
   }
+}
+
+// A backend kept in a static (the tests keep one) is destroyed at exit after the thread's thread_local
+// objects, so its cublasLt*Destroy calls come after the refusal strings are gone, and must not write to
+// them: under ASan a heap-use-after-free aborts the child, which fails this test in the sanitized build.
+TEST(CublasLtAttributes, CallsAtExitAfterTheThreadsStorageIsGoneTouchNothingFreed) {
+  EXPECT_EXIT(
+      {
+        static cublasLtHandle_t handle = nullptr;
+        if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS) std::_Exit(2);
+        cublasLtDestroy(nullptr);  // a refusal long enough for its text to live on the heap
+        std::atexit([] {
+          const bool destroyed = cublasLtDestroy(handle) == CUBLAS_STATUS_SUCCESS;
+          const bool named = std::string(cublasLtGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED)) ==
+                             "CUBLAS_STATUS_NOT_INITIALIZED";
+          std::_Exit(destroyed && named ? 0 : 3);
+        });
+        std::exit(1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
