@@ -1,4 +1,4 @@
-// gpt_tests' main: the process settings ctest cannot give it, then Google Test.
+// gpt_tests' and gpt_cuda_emu_tests' main: the process settings ctest cannot give them, then Google Test.
 //
 // gtest_discover_tests passes a list-valued ENVIRONMENT on as separate words, which set_tests_properties reads
 // as property-value pairs, so only the first variable of such a list ever reached the tests. What the tests
