@@ -46,7 +46,10 @@ std::vector<OpCase> fused_cases() {
                          a.norm.weight = scaled(b, b.input({s.c}, f, 0.5f, 1.5f), 1.0f);
                          a.norm.bias = scaled(b, b.input({s.c}, f), 4.0f);
                          a.norm.out = scaled(b, b.output({s.b, s.t, s.c}, f), 8.0f);
-                         a.norm.mean = b.output({s.b, s.t}, DType::F32);
+                         // The rows sum U(-2,2) and U(-1,1) values, |x| about 1 on average: their means
+                         // cancel towards zero, and err by that size (seen failing one 1x1 row at 9.7e-9
+                         // against 8.0e-9 of a mean of 4.0e-4).
+                         a.norm.mean = b.output({s.b, s.t}, DType::F32, 1.0);
                          a.norm.rstd = b.output({s.b, s.t}, DType::F32);
                          b.backend().residual_layernorm_forward(a);
                        }});

@@ -19,6 +19,7 @@ struct OpBench::Held {
   Tensor tensor;
   int role = kInput;
   bool is_meta = false;
+  double error_scale = 0.0;
   ~Held() {
     if (data) backend->deallocate(data);
   }
@@ -88,7 +89,11 @@ Tensor OpBench::tokens(std::initializer_list<int64_t> shape, int vocab, int igno
   return t;
 }
 
-Tensor OpBench::output(std::initializer_list<int64_t> shape, DType dtype) { return make(shape, dtype, kOutput); }
+Tensor OpBench::output(std::initializer_list<int64_t> shape, DType dtype, double error_scale) {
+  const Tensor t = make(shape, dtype, kOutput);
+  held_.back()->error_scale = error_scale;
+  return t;
+}
 
 Tensor OpBench::accumulated(std::initializer_list<int64_t> shape, DType dtype, float lo, float hi) {
   Tensor t = input(shape, dtype, lo, hi);
@@ -125,6 +130,7 @@ std::vector<OpBench::Result> OpBench::results() {
     } else {
       r.name = fmt::format("output {} ({} {})", outputs++, dtype_name(h->tensor.dtype), h->tensor.shape_string());
       r.dtype = h->tensor.dtype;
+      r.error_scale = h->error_scale;
       const auto n = static_cast<size_t>(h->tensor.numel());
       r.values.resize(n);
       for (size_t i = 0; i < n; ++i) {

@@ -37,8 +37,10 @@ class OpBench {
   // i32 tokens uniform in [0, vocab); with ignore_every > 0, every ignore_every-th one is -1 (a target the
   // loss skips).
   Tensor tokens(std::initializer_list<int64_t> shape, int vocab, int ignore_every = 0);
-  // Written by the op: poisoned, compared.
-  Tensor output(std::initializer_list<int64_t> shape, DType dtype);
+  // Written by the op: poisoned, compared. error_scale: the magnitude its errors are measured against is
+  // at least this (a row's mean, which cancels towards zero, errs by the size of what it sums, and in a
+  // one-row output its own magnitude is no measure).
+  Tensor output(std::initializer_list<int64_t> shape, DType dtype, double error_scale = 0.0);
   // Accumulated into by the op (+=): random start, compared.
   Tensor accumulated(std::initializer_list<int64_t> shape, DType dtype, float lo = -1.0f, float hi = 1.0f);
   // Working memory of the op: poisoned, not compared.
@@ -52,6 +54,7 @@ class OpBench {
     std::string name;         // "output 0 (bf16 (67,200))", "fp8 state 1"
     DType dtype = DType::F32;
     std::vector<double> values;  // decoded (FP8: unscaled codes' values)
+    double error_scale = 0.0;    // output()'s
   };
   std::vector<Result> results();
 

@@ -87,7 +87,7 @@ void compare(const OpCase& c, const OpBench::Result& want, const OpBench::Result
   size_t finite = 0;
   for (double v : want.values)
     if (std::isfinite(v)) sum_sq += v * v, ++finite;
-  const double rms = finite ? std::sqrt(sum_sq / static_cast<double>(finite)) : 0.0;
+  const double rms = std::max(finite ? std::sqrt(sum_sq / static_cast<double>(finite)) : 0.0, want.error_scale);
   double worst = 0.0;
   int reported = 0;
   for (size_t i = 0; i < want.values.size(); ++i) {
