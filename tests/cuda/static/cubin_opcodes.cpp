@@ -18,13 +18,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "binary_file.h"
+
 namespace {
+
+using gpt::static_check::read_at;
+using gpt::static_check::read_file;
 
 constexpr std::uint64_t kInstructionBytes = 16;
 constexpr std::uint64_t kOpcodeMask = 0xfff;
@@ -34,22 +38,6 @@ struct Counted {
   std::uint64_t opcode;
 };
 constexpr Counted kCounted[] = {{"HMMA", 0x23c}, {"LDSM", 0x83b}, {"LDGSTS", 0xfae}};
-
-std::vector<unsigned char> read_file(const char* path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(std::string("cannot open ") + path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-template <typename T>
-T read_at(const std::vector<unsigned char>& bytes, std::uint64_t offset, const char* what) {
-  if (offset > bytes.size() || bytes.size() - offset < sizeof(T))
-    throw std::runtime_error(std::string(what) + " at byte " + std::to_string(offset) + " lies past the end of the file (" +
-                             std::to_string(bytes.size()) + " bytes)");
-  T value;
-  std::memcpy(&value, bytes.data() + offset, sizeof(T));
-  return value;
-}
 
 void count_kernels(const char* path) {
   const std::vector<unsigned char> bytes = read_file(path);

@@ -14,35 +14,22 @@
 //   fatbin_split FILE.fatbin DIR    prints one line per file written
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
-#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "binary_file.h"
+
 namespace {
+
+using gpt::static_check::read_at;
+using gpt::static_check::read_file;
 
 constexpr std::uint32_t kFatbinMagic = 0xBA55ED50;
 constexpr std::uint16_t kKindPtx = 1;
 constexpr std::uint16_t kKindCubin = 2;
 constexpr std::uint64_t kCompressedFlags = 0x2000 | 0x8000;
-
-std::vector<char> read_file(const char* path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(std::string("cannot open ") + path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-template <typename T>
-T read_at(const std::vector<char>& bytes, std::uint64_t offset, const std::string& what) {
-  if (offset > bytes.size() || bytes.size() - offset < sizeof(T))
-    throw std::runtime_error(what + " at byte " + std::to_string(offset) + " lies past the end of the file (" +
-                             std::to_string(bytes.size()) + " bytes)");
-  T value;
-  std::memcpy(&value, bytes.data() + offset, sizeof(T));
-  return value;
-}
 
 void write_file(const std::string& path, const char* data, std::uint64_t size) {
   std::ofstream out(path, std::ios::binary);
@@ -52,7 +39,7 @@ void write_file(const std::string& path, const char* data, std::uint64_t size) {
 }
 
 void split(const char* path, const std::string& dir) {
-  const std::vector<char> bytes = read_file(path);
+  const std::vector<unsigned char> bytes = read_file(path);
   if (read_at<std::uint32_t>(bytes, 0, "fatbin magic") != kFatbinMagic)
     throw std::runtime_error(std::string(path) + " is not a fatbin (no magic 0xBA55ED50 at byte 0)");
   const std::uint64_t header_bytes = read_at<std::uint16_t>(bytes, 6, "fatbin header size");
@@ -75,7 +62,7 @@ void split(const char* path, const std::string& dir) {
     if ((flags & kCompressedFlags) != 0 || uncompressed != 0)
       throw std::runtime_error(at + " (architecture " + std::to_string(arch) +
                                ") is compressed: compile with nvcc --compress-mode=none");
-    const char* data = bytes.data() + start;
+    const char* data = reinterpret_cast<const char*>(bytes.data()) + start;
     if (kind == kKindCubin) {
       write_file(dir + "/sm_" + std::to_string(arch) + ".cubin", data, payload);
     } else if (kind == kKindPtx) {
