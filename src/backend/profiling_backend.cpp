@@ -1,5 +1,6 @@
 #include "backend/profiling_backend.h"
 
+#include "backend/op_traffic.h"
 #include "core/error.h"
 
 #include <ctime>
@@ -64,6 +65,7 @@ OpTiming ProfilingBackend::category_timing(OpCategory category) const {
     total.calls += ops_[static_cast<size_t>(i)].calls;
     total.seconds += ops_[static_cast<size_t>(i)].seconds;
     total.cpu_seconds += ops_[static_cast<size_t>(i)].cpu_seconds;
+    total.bytes += ops_[static_cast<size_t>(i)].bytes;
   }
   return total;
 }
@@ -106,14 +108,19 @@ void ProfilingBackend::copy_to_host(void* host_dst, const void* src, size_t byte
   timed(ProfiledOp::CopyToHost, [&] { inner().copy_to_host(host_dst, src, bytes); });
 }
 
-// Every op: timed, and a matmul's shape tallied.
+// Every op: timed, its traffic added, and a matmul's shape tallied.
 #define GPT_PROFILE_BACKEND_OP(method, Args, op, category)                       \
   void ProfilingBackend::method(const Args& args) {                              \
     const double seconds = timed(ProfiledOp::op, [&] { inner().method(args); });  \
+    add_traffic(ProfiledOp::op, op_traffic_bytes(args));                         \
     record_shape(args, seconds);                                                 \
   }
 GPT_BACKEND_OPS(GPT_PROFILE_BACKEND_OP)
 #undef GPT_PROFILE_BACKEND_OP
+
+void ProfilingBackend::add_traffic(ProfiledOp op, uint64_t bytes) {
+  if (enabled_) ops_[static_cast<size_t>(op)].bytes += static_cast<double>(bytes);
+}
 
 void ProfilingBackend::record_shape(const MatmulArgs& args, double seconds) {
   if (!enabled_) return;

@@ -2,7 +2,9 @@
 // op, so a benchmark can say where a step's time goes without touching the model. Each timed op is
 // bracketed by synchronize() on the wrapped backend, so on an asynchronous backend the time of an op is
 // the op's own (at the price of draining the queue around every op; on the CPU synchronize is free).
-// Matrix products are also tallied per shape (m, n, k, transposes), which is how achieved GEMM rates
+// Each op also adds up its memory traffic (backend/op_traffic.h: the bytes of its tensors), which a
+// benchmark sets beside the time those bytes take at the measured bandwidth. Matrix products are also
+// tallied per shape (m, n, k, transposes), which is how achieved GEMM rates
 // are compared with the peak at the same shapes.
 //
 // Besides wall time each op records the process's CPU time (all threads) spent while it ran: on a
@@ -46,6 +48,7 @@ struct OpTiming {
   int64_t calls = 0;
   double seconds = 0.0;      // wall time
   double cpu_seconds = 0.0;  // CPU time of the whole process meanwhile
+  double bytes = 0.0;        // the calls' memory traffic (backend/op_traffic.h); 0 for host copies
 };
 
 // One GEMM shape as the op sees it: out[m,n] = op(a)[m,k] op(b)[k,n].
@@ -84,6 +87,8 @@ class ProfilingBackend final : public ForwardingBackend {
  private:
   using Clock = std::chrono::steady_clock;
 
+  // Adds an op's memory traffic to its counter while enabled.
+  void add_traffic(ProfiledOp op, uint64_t bytes);
   // The shape tally of a matmul that took `seconds`; other ops have none.
   void record_shape(const MatmulArgs& args, double seconds);
   template <class Args>

@@ -236,9 +236,16 @@ TEST(ProfilingBackend, SumsCategoriesAndGemmShapes) {
   EXPECT_EQ(prof.category_timing(OpCategory::Softmax).calls, 1);
   EXPECT_EQ(prof.category_timing(OpCategory::Attention).calls, 0);
   EXPECT_STREQ(op_category_name(OpCategory::Softmax), "cross-entropy/softmax");
+  // Each call's traffic (backend/op_traffic.h) is added to its op and its category.
+  EXPECT_DOUBLE_EQ(prof.timing(ProfiledOp::GeluForward).bytes, 2.0 * ta.bytes());
+  EXPECT_DOUBLE_EQ(prof.category_timing(OpCategory::Gelu).bytes, 5.0 * ta.bytes());
+  EXPECT_DOUBLE_EQ(prof.category_timing(OpCategory::Matmul).bytes,
+                   3.0 * static_cast<double>(ta.bytes() + tb.bytes() + tout.bytes()));
+  EXPECT_EQ(prof.timing(ProfiledOp::CrossEntropy).bytes, 0.0);  // every tensor empty
 
   prof.reset();
   EXPECT_EQ(prof.category_timing(OpCategory::Matmul).calls, 0);
+  EXPECT_EQ(prof.category_timing(OpCategory::Matmul).bytes, 0.0);
   EXPECT_EQ(prof.matmul_shapes()[0].calls, 0);
   EXPECT_EQ(prof.total_seconds(), 0.0);
 
@@ -247,6 +254,7 @@ TEST(ProfilingBackend, SumsCategoriesAndGemmShapes) {
   prof.matmul({tout, ta, tb, Tensor(), false, true});
   EXPECT_EQ(inner.log.size(), logged + 1) << "disabled: forwarded without synchronize";
   EXPECT_EQ(prof.timing(ProfiledOp::Matmul).calls, 0);
+  EXPECT_EQ(prof.timing(ProfiledOp::Matmul).bytes, 0.0);
 }
 
 struct StepOutputs {
@@ -284,6 +292,17 @@ TEST(ProfilingBackend, ModelThroughItMatchesTheBareBackendBitwise) {
   EXPECT_EQ(bare.params, profiled.params);
   EXPECT_GT(prof.timing(ProfiledOp::Matmul).calls, 0);
   EXPECT_EQ(prof.timing(ProfiledOp::AttentionForward).calls, m.n_layer);
+  // Every op a step issued moved bytes; the host copies count none (the bus is not the memory's bandwidth).
+  for (int o = 0; o < kNumProfiledOps; ++o) {
+    const auto op = static_cast<ProfiledOp>(o);
+    const OpTiming& t = prof.timing(op);
+    if (op == ProfiledOp::CopyToDevice || op == ProfiledOp::CopyToHost) {
+      EXPECT_EQ(t.bytes, 0.0) << profiled_op_name(op);
+    } else if (t.calls > 0) {
+      EXPECT_GT(t.bytes, 0.0) << profiled_op_name(op);
+    }
+  }
+  EXPECT_GT(prof.timing(ProfiledOp::CopyToDevice).calls, 0);
 }
 
 // The GEMMs a forward + backward issues are the ones bench::model_gemm_shapes lists, call for call.
