@@ -23,9 +23,10 @@
 # 1.2x bf16 there); then GPT-2 124M and 774M in bf16 with and without optimizer offload; then decoding
 # speed (gpt-train sample with and without the KV cache). Each benchmark row:
 # tokens/s, MFU against the GPU's dense BF16 peak (the datasheet figure, named in the table), ms/step, the
-# time of the matrix products and of attention, the device memory the ledger planned, the bytes the run
-# holds and what the device has in use (cudaMemGetInfo, the CUDA context included), and whether the
-# activation bytes the first step wrote are the planned ones. Step times come
+# time of the matrix products, of attention and of the other ops, with the share of the measured copy
+# bandwidth the other ops reach (their tensors' bytes over their time), the device memory the ledger
+# planned, the bytes the run holds and what the device has in use (cudaMemGetInfo, the CUDA context
+# included), and whether the activation bytes the first step wrote are the planned ones. Step times come
 # from `gpt-train bench`, which synchronises around every op to time it, so tokens/s here is a lower bound
 # of what training reaches. Last, where ncu is installed, a hardware-counter profile of the fused
 # attention's three kernels (ncu_flash.txt). Each stage runs under a time limit.
@@ -219,14 +220,17 @@ bench_row() {  # name size(124m|774m) recipe recompute batch...
     if limited 150 "$gpt_train" bench "$root/configs/gpt2-124m.yaml" "${shape[@]}" --steps 10 --warmup 3 --peak-reps 0 --json "$json" "${data_flags[@]}" \
          --set train.backend=cuda --set train.batch_size="$b" --set precision.recipe="$recipe" \
          --set recompute.mode="$recompute" >"$out/bench_${name// /_}_b$b.log" 2>&1; then
-      local tps ms gflop mm att planned held used acts mfu
+      local tps ms gflop mm att rest rest_bw planned held used acts mfu
       tps=$(field "$json" tokens_per_s); ms=$(field "$json" ms_per_step); gflop=$(field "$json" model_gflop_per_step)
-      mm=$(field "$json" ms_matmul); att=$(field "$json" ms_attention)
+      mm=$(field "$json" ms_matmul); att=$(field "$json" ms_attention); rest=$(field "$json" ms_memory_bound)
+      # The other ops' traffic over their time, against the copy bandwidth the bench measured.
+      rest_bw=$(awk -v mb="$(field "$json" mb_memory_bound)" -v t="$rest" -v bw="$(field "$json" bandwidth_gbs)" \
+                  'BEGIN { if (t > 0 && bw > 0) printf "%.0f%%", 100 * mb / t / bw; else print "n/a" }')
       planned=$(field "$json" planned_device_bytes); held=$(field "$json" held_device_bytes); used=$(field "$json" used_device_bytes)
       acts=equal
       [ "$(field "$json" planned_activation_bytes)" = "$(field "$json" measured_activation_bytes)" ] || acts=DIFFERENT
       mfu=$(awk -v g="$gflop" -v ms="$ms" -v p="$peak_tflops" 'BEGIN { if (p > 0) printf "%.1f%%", 100 * g / (ms / 1000) / (p * 1000); else print "n/a" }')
-      rows+=("$(printf '%-28s %4s %10.0f %7s %9.1f %8.1f %8.1f %9.2f %9.2f %9.2f %9s' "$name" "$b" "$tps" "$mfu" "$ms" "$mm" "$att" \
+      rows+=("$(printf '%-28s %4s %10.0f %7s %9.1f %8.1f %8.1f %8.1f %6s %9.2f %9.2f %9.2f %9s' "$name" "$b" "$tps" "$mfu" "$ms" "$mm" "$att" "$rest" "$rest_bw" \
                  "$(awk -v x="$planned" 'BEGIN{print x/2^30}')" "$(awk -v x="${held:-0}" 'BEGIN{print x/2^30}')" \
                  "$(awk -v x="${used:-0}" 'BEGIN{print x/2^30}')" "$acts")")
       return 0
@@ -318,9 +322,11 @@ fi
 {
   echo
   echo "gpu_check table: $gpu_name, MFU against its dense BF16 peak of ${peak_tflops} TFLOP/s (datasheet); T=1024"
-  printf '%-28s %4s %10s %7s %9s %8s %8s %9s %9s %9s %9s\n' "row" "B" "tokens/s" "MFU" "ms/step" "matmul" "attn" "dev plan" "dev held" "dev used" "acts"
-  printf '%-28s %4s %10s %7s %9s %8s %8s %9s %9s %9s %9s\n' "" "" "" "" "" "ms" "ms" "GiB" "GiB" "GiB" "planned"
+  printf '%-28s %4s %10s %7s %9s %8s %8s %8s %6s %9s %9s %9s %9s\n' "row" "B" "tokens/s" "MFU" "ms/step" "matmul" "attn" "others" "of bw" "dev plan" "dev held" "dev used" "acts"
+  printf '%-28s %4s %10s %7s %9s %8s %8s %8s %6s %9s %9s %9s %9s\n' "" "" "" "" "" "ms" "ms" "ms" "" "GiB" "GiB" "GiB" "planned"
   printf '%s\n' "${rows[@]}"
+  echo "others: every op but the matrix products and attention; of bw: their tensors' bytes over their time, against"
+  echo "the device-to-device copy bandwidth each bench measured (its log has each op's figure)"
 } | tee -a "$out/summary.txt"
 
 # A hardware-counter profile of the fused attention at head size 128, T = 4096, for tuning it later without

@@ -2,13 +2,14 @@
 // configured backend (bench_session.h), measures the GEMM peak (gemm_peak.h), runs warm-up steps and then
 // timed steps with the trainer's own step runner (micro-batches, the target-token normalisation, the
 // gradient reduction, the loss scaler, clipping, AdamW), and prints a report on stdout: ms/step, tokens/s,
-// model FLOPs utilisation, the time of each op family and each GEMM shape, and the first step's memory
-// beside the ledger's.
+// model FLOPs utilisation, the time of each op family and each GEMM shape, each op's memory traffic against
+// the measured memory bandwidth (memory_bandwidth.h), and the first step's memory beside the ledger's.
 #include "bench/bench_command.h"
 
 #include "backend/backend.h"
 #include "backend/profiling_backend.h"
 #include "bench/bench_session.h"
+#include "bench/memory_bandwidth.h"
 #include "bench/flops.h"
 #include "bench/gemm_peak.h"
 #include "cli/args.h"
@@ -40,6 +41,7 @@ const std::vector<OptionSpec> kBenchOptions = {
     {"steps", "N", "Timed optimizer steps (default 10)."},
     {"warmup", "N", "Untimed steps before them (default 3)."},
     {"peak-reps", "N", "Timed calls per GEMM shape when measuring the peak (default 5; 0 skips the peak and MFU)."},
+    {"bandwidth-reps", "N", "Timed runs when measuring the memory bandwidth (default 5; 0 skips it and each op's share)."},
     {"json", "FILE", "Also write the headline numbers as one JSON object to FILE."},
     {"set", "KEY=VALUE", "Override a config key, e.g. --set train.threads=2 (repeatable).", true},
 };
@@ -119,9 +121,11 @@ int run(const std::vector<std::string>& argv) {
   ParsedArgs args = parse_args("bench", argv, kBenchOptions);
   GPT_CHECK(args.positionals.size() == 1, "usage: gpt-train bench CONFIG.yaml [--steps N] [--warmup N] [--set key=value ...]");
   const int steps = args.get_int("steps", 10), warmup = args.get_int("warmup", 3), peak_reps = args.get_int("peak-reps", 5);
+  const int bandwidth_reps = args.get_int("bandwidth-reps", 5);
   GPT_CHECK(steps >= 1, "--steps must be >= 1, got {}", steps);
   GPT_CHECK(warmup >= 0, "--warmup must be >= 0, got {}", warmup);
   GPT_CHECK(peak_reps >= 0, "--peak-reps must be >= 0, got {}", peak_reps);
+  GPT_CHECK(bandwidth_reps >= 0, "--bandwidth-reps must be >= 0, got {}", bandwidth_reps);
   Config config = load_config(args.positionals[0], args.all("set"));
   spdlog::set_level(spdlog::level::warn);
   const std::string load_start = load_average();
@@ -197,6 +201,22 @@ int run(const std::vector<std::string>& argv) {
                peak->weighted_gflops(), peak->step_flops / 1e9, peak->step_seconds_at_peak * 1e3);
   } else {
     fmt::print("\nmatrix-product peak: not measured ({})\n", cpu ? "--peak-reps 0" : "cblas_sgemm measures the CPU only");
+  }
+
+  // The memory bandwidth, on the CPU in host buffers of its own (four of 128 MiB), on a device in the
+  // activation arena before the first step writes it (it is poisoned afterwards, so the memory check below is
+  // unchanged): buffers several times any CPU's or GPU's last-level cache.
+  std::optional<MemoryBandwidth> bandwidth;
+  if (bandwidth_reps > 0) {
+    Arena& arena = model.activation_arena();
+    bandwidth = cpu ? measure_host_bandwidth(size_t{128} << 20, bandwidth_reps)
+                    : measure_device_copy_bandwidth(session.backend(), arena.base(), arena.layout().total_bytes(),
+                                                    size_t{256} << 20, bandwidth_reps);
+    fmt::print("\nmemory bandwidth: {:.1f} GB/s, the best of {} runs of {}, {:.0f} MiB buffers, counting each byte "
+               "read and written\n",
+               bandwidth->gbs(), bandwidth_reps, bandwidth->method, static_cast<double>(bandwidth->buffer_bytes) / (1 << 20));
+  } else {
+    fmt::print("\nmemory bandwidth: not measured (--bandwidth-reps 0)\n");
   }
 
   // Steps: the trainer's (step_runner.h). The first one (warm-up or timed; poisoning and scanning are outside
@@ -279,25 +299,51 @@ int run(const std::vector<std::string>& argv) {
   // Where the time goes.
   const double step_ms = times.mean();
   auto per_step_ms = [&](double seconds) { return seconds * 1e3 / steps; };
-  fmt::print("\ntime by op, per step (each op timed between two synchronize() calls; cpu ms: CPU time of all threads):\n");
-  fmt::print("  {:<30} {:>9} {:>7} {:>9} {:>7}\n", "", "ms", "share", "cpu ms", "calls");
-  double ops_ms = 0.0;
+  fmt::print("\ntime by op, per step (each op timed between two synchronize() calls; cpu ms: CPU time of all threads;\n"
+             "MB: the bytes of the op's tensors, each read or written once; GB/s: those bytes over the op's time, and\n"
+             "of bw: that rate against the measured memory bandwidth, above 100% where the data came from cache;\n"
+             "for every op but the matrix products):\n");
+  fmt::print("  {:<30} {:>9} {:>7} {:>9} {:>7} {:>9} {:>8} {:>6}\n", "", "ms", "share", "cpu ms", "calls", "MB", "GB/s",
+             "of bw");
+  // An op's traffic per step and its rate; none for host copies and matrix products (whose rate is FLOPs).
+  auto traffic_columns = [&](const OpTiming& op, bool matmul) -> std::string {
+    if (matmul || op.bytes <= 0.0 || op.seconds <= 0.0) return fmt::format(" {:>9} {:>8} {:>6}", "-", "-", "-");
+    const double gbs = op.bytes / op.seconds / 1e9;
+    return fmt::format(" {:>9.1f} {:>8.1f} {:>6}", op.bytes / steps / 1e6, gbs,
+                       bandwidth ? fmt::format("{:.0f}%", 100.0 * gbs / bandwidth->gbs()) : "-");
+  };
+  double ops_ms = 0.0, memory_bound_ms = 0.0, memory_bound_bytes = 0.0;
   for (int c = 0; c < kNumOpCategories; ++c) {
     const auto category = static_cast<OpCategory>(c);
     const OpTiming total = prof.category_timing(category);
     if (total.calls == 0) continue;
     ops_ms += per_step_ms(total.seconds);
-    fmt::print("  {:<30} {:>9.1f} {:>6.1f}% {:>9.1f} {:>7}\n", op_category_name(category), per_step_ms(total.seconds),
-               100.0 * per_step_ms(total.seconds) / step_ms, per_step_ms(total.cpu_seconds), total.calls / steps);
+    const bool matmul = category == OpCategory::Matmul;
+    // The summary below leaves attention out with the products: its cost grows as T^2 against its tensors'
+    // T (FLOPs, where fused; the scratch it keeps to itself, where not).
+    if (!matmul && category != OpCategory::Attention && total.bytes > 0.0) {
+      memory_bound_ms += per_step_ms(total.seconds);
+      memory_bound_bytes += total.bytes / steps;
+    }
+    fmt::print("  {:<30} {:>9.1f} {:>6.1f}% {:>9.1f} {:>7}{}\n", op_category_name(category), per_step_ms(total.seconds),
+               100.0 * per_step_ms(total.seconds) / step_ms, per_step_ms(total.cpu_seconds), total.calls / steps,
+               traffic_columns(total, matmul));
     for (int o = 0; o < kNumProfiledOps; ++o) {
       const auto op = static_cast<ProfiledOp>(o);
       const OpTiming& ot = prof.timing(op);
       if (profiled_op_category(op) != category || ot.calls == 0) continue;
-      fmt::print("    {:<28} {:>9.1f} {:>6.1f}% {:>9.1f} {:>7}\n", profiled_op_name(op), per_step_ms(ot.seconds),
-                 100.0 * per_step_ms(ot.seconds) / step_ms, per_step_ms(ot.cpu_seconds), ot.calls / steps);
+      fmt::print("    {:<28} {:>9.1f} {:>6.1f}% {:>9.1f} {:>7}{}\n", profiled_op_name(op), per_step_ms(ot.seconds),
+                 100.0 * per_step_ms(ot.seconds) / step_ms, per_step_ms(ot.cpu_seconds), ot.calls / steps,
+                 traffic_columns(ot, matmul));
     }
   }
   fmt::print("  {:<30} {:>9.1f} {:>6.1f}%\n", "host work between ops", step_ms - ops_ms, 100.0 * (step_ms - ops_ms) / step_ms);
+  if (bandwidth && memory_bound_bytes > 0.0) {
+    fmt::print("  every op but the matrix products and attention: {:.1f} MB a step in {:.1f} ms, which at the measured "
+               "bandwidth would take {:.1f} ms ({:.0f}% of it reached)\n",
+               memory_bound_bytes / 1e6, memory_bound_ms, memory_bound_bytes / (bandwidth->gbs() * 1e9) * 1e3,
+               100.0 * memory_bound_bytes / (bandwidth->gbs() * 1e9) * 1e3 / memory_bound_ms);
+  }
   if (flops.attention_per_token > 0.0) {
     fmt::print("  attention: {:.1f}% of the time for {:.1f}% of the model FLOPs\n",
                100.0 * per_step_ms(prof.category_timing(OpCategory::Attention).seconds) / step_ms,
@@ -361,12 +407,15 @@ int run(const std::vector<std::string>& argv) {
         .add("load_1min_start", load_start_1min)
         .add("load_1min_end", load_1min());
     if (peak) json.add("peak_gflops", peak->weighted_gflops()).add("mfu", achieved / 1e9 / peak->weighted_gflops());
+    if (bandwidth) json.add("bandwidth_gbs", bandwidth->gbs());
+    json.add("ms_memory_bound", memory_bound_ms).add("mb_memory_bound", memory_bound_bytes / 1e6);
     constexpr const char* kKeys[kNumOpCategories] = {"matmul", "attention", "layernorm", "gelu", "softmax",
                                                      "optimizer", "embedding", "residual", "other"};
     for (int c = 0; c < kNumOpCategories; ++c) {
       const OpTiming total = prof.category_timing(static_cast<OpCategory>(c));
       json.add(fmt::format("ms_{}", kKeys[c]), per_step_ms(total.seconds));
       json.add(fmt::format("cpu_ms_{}", kKeys[c]), per_step_ms(total.cpu_seconds));
+      json.add(fmt::format("mb_{}", kKeys[c]), total.bytes / steps / 1e6);
     }
     json.add("ms_host", step_ms - ops_ms);
     json.add("offload", cfg.memory.offload)
@@ -388,7 +437,7 @@ std::string bench_help() {
          "Time training steps of the configured model (the train data, or random tokens when it cannot be read) and\n"
          "report ms/step, tokens/s, model FLOPs utilisation against the matrix-product peak measured on the spot\n"
          "(cblas_sgemm at the model's GEMM shapes and thread count), and where the time goes by op and by GEMM\n"
-         "shape. train.grad_accum_steps (or train.global_batch_tokens) sets the micro-batches per step;\n"
+         "shape, with each op's memory traffic against the memory bandwidth measured on the spot. train.grad_accum_steps (or train.global_batch_tokens) sets the micro-batches per step;\n"
          "memory.budget is not applied. Check the machine's load first: other processes skew every number.\n\n"
          "options:\n" +
          options_help(kBenchOptions);

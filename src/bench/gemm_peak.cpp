@@ -1,11 +1,11 @@
 #include "bench/gemm_peak.h"
 
+#include "bench/best_time.h"
 #include "core/error.h"
 
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <memory>
@@ -99,13 +99,7 @@ GemmPeak measure_gemm_peak(const std::vector<GemmShape>& shapes, int reps) {
       cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, m, n, k,
                   1.0f, a.get(), lda, b.get(), ldb, s.beta, c.get(), n);
     };
-    call();
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      call();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
+    const double best = best_seconds_of(reps, call);
     GemmRate rate{s, best, s.flops() / best / 1e9};
     peak.step_flops += s.flops() * static_cast<double>(s.per_step);
     peak.step_seconds_at_peak += best * static_cast<double>(s.per_step);

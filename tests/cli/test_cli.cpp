@@ -111,17 +111,22 @@ TEST(Cli, PrepareTrainSampleWritesTheRunDirectory) {
 }
 
 // bench times its ops over exactly the timed steps: with --warmup 0 the first step is one of them, so one
-// step still reports where its time went (it once reported 0 ms for every op family).
+// step still reports where its time went (it once reported 0 ms for every op family), with the ops' traffic
+// and the bandwidth it is set against.
 TEST(Cli, BenchWithoutWarmUpStillTimesTheOps) {
   TempDir dir;
   write_text(dir.path() / "tiny.yaml", tiny_config(dir));  // no shards there: bench draws random tokens
-  const CommandResult r =
-      run_cli("bench " + dir.file("tiny.yaml") + " --steps 1 --warmup 0 --peak-reps 0 --json " + dir.file("b.json"));
+  const CommandResult r = run_cli("bench " + dir.file("tiny.yaml") +
+                                  " --steps 1 --warmup 0 --peak-reps 0 --bandwidth-reps 1 --json " + dir.file("b.json"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("memory bandwidth: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("every op but the matrix products and attention: "), std::string::npos) << r.output;
   const std::string json = read_text(dir.path() / "b.json");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(json, m, std::regex("\"ms_matmul\":([0-9.eE+-]+)"))) << json;
-  EXPECT_GT(std::stod(m[1].str()), 0.0) << json;
+  for (const char* key : {"ms_matmul", "mb_matmul", "mb_layernorm", "mb_memory_bound", "ms_memory_bound", "bandwidth_gbs"}) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(json, m, std::regex(std::string("\"") + key + "\":([0-9.eE+-]+)"))) << key << json;
+    EXPECT_GT(std::stod(m[1].str()), 0.0) << key << json;
+  }
 }
 
 // The output of `command` run on a pseudo-terminal, as a user at a terminal sees it.
