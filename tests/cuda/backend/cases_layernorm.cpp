@@ -4,7 +4,7 @@
 // [2,5,768] input; din, dweight and dbias accumulate. The fused residual ops (residual_layernorm_forward,
 // layernorm_residual_backward) in every format, without dropout and with it (a mask that must be the
 // CPU's bit for bit), the stream and its branch in different formats, and the backward's branch gradient
-// written over dout as the model has it.
+// written over dout as the model has it, and an FP8 branch gradient sharing the stream's scaling state.
 #include "cuda/backend/op_table.h"
 
 namespace gpt::test {
@@ -89,6 +89,25 @@ std::vector<OpCase> fused_cases() {
                            b.input({1, 67, 203}, DType::BF16), b.input({203}, DType::F32, 0.5f, 1.5f),
                            b.input({1, 67}, DType::F32), b.input({1, 67}, DType::F32, 0.5f, 2.0f)},
                           {dbranch, dstream, spec}});
+                   }});
+  }
+  // An FP8 branch gradient that shares the stream gradient's scaling state: the backend cannot fuse the two
+  // stores into one pass (both add to one amax, each with its own rounding), and runs the two ops in turn.
+  for (const DType f : {DType::E4M3, DType::E5M2}) {
+    out.push_back({"layernorm_residual_backward/" + format_tag(f) + "/1x67x203/shared_scaling", [=](OpBench& b) {
+                     LayerNormResidualBackwardArgs a;
+                     a.norm.dout = scaled(b, b.input({1, 67, 203}, f), 4.0f);
+                     a.norm.in = scaled(b, b.input({1, 67, 203}, f, -2.0f, 3.0f), 2.0f);
+                     a.norm.weight = b.input({203}, DType::F32, 0.5f, 1.5f);
+                     a.norm.mean = b.input({1, 67}, DType::F32, 0.0f, 1.0f);
+                     a.norm.rstd = b.input({1, 67}, DType::F32, 0.5f, 2.0f);
+                     a.norm.din = scaled(b, b.accumulated({1, 67, 203}, f), 4.0f);
+                     a.norm.dweight = b.accumulated({203}, DType::F32);
+                     a.norm.dbias = b.accumulated({203}, DType::F32);
+                     Tensor dx = b.output({1, 67, 203}, f);
+                     dx.scaling = a.norm.din.scaling;
+                     a.residual = {dx, a.norm.din, DropoutSpec{}};
+                     b.backend().layernorm_residual_backward(a);
                    }});
   }
   return out;

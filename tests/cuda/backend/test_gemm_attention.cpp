@@ -8,6 +8,7 @@
 #include "backend/matmul_staging.h"
 #include "gemm/matmul.h"
 #include "gemm/row_product.h"
+#include "test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -85,19 +86,30 @@ TEST(CudaGemm, AnFp8ProductWithADimensionNotAMultipleOf16FailsNamingIt) {
   }
 }
 
-// Above kRowProductMaxRows rows a pair cuBLASLt cannot take has no kernel to go to.
+// Above kRowProductMaxRows rows a product cuBLASLt cannot take has no kernel to go to: it fails naming the
+// operands' and the output's formats and the rule it breaks.
 TEST(CudaGemm, AnUnsupportedFormatCombinationFailsNamingIt) {
   GPT_NEED_CUDA();
   OpBench b(*cuda, 2);
   static_assert(cuda::kRowProductMaxRows < 32);
-  MatmulArgs args{b.output({32, 8}, DType::F32), b.input({32, 16}, DType::F32), b.input({16, 8}, DType::BF16)};
-  try {
-    cuda->matmul(args);
-    FAIL() << "an F32 x BF16 product was accepted";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("a f32"), std::string::npos) << what;
-    EXPECT_NE(what.find("b bf16"), std::string::npos) << what;
+  struct Refused {
+    DType a, b, out, bias;  // bias F64: none
+    const char* names;
+    const char* rule;
+  };
+  const Refused cases[] = {
+      {DType::F32, DType::BF16, DType::F32, DType::F64, "(a f32 (32,16), b bf16 (16,8), out f32)", "the operands' formats differ"},
+      {DType::BF16, DType::BF16, DType::F16, DType::F64, "out f16)", "in their own format or F32 only"},
+      {DType::E5M2, DType::E5M2, DType::BF16, DType::F64, "a e5m2", "cuBLASLt has no E5M2 x E5M2 product"},
+      {DType::BF16, DType::BF16, DType::BF16, DType::F16, "out bf16)", "a bf16 output takes a bf16 bias (cuBLASLt's bias epilogue), not f16"},
+  };
+  for (const Refused& c : cases) {
+    MatmulArgs args{b.output({32, 8}, c.out), b.input({32, 16}, c.a), b.input({16, 8}, c.b)};
+    if (c.bias != DType::F64) args.bias = b.input({8}, c.bias);
+    const std::string what = error_message([&] { cuda->matmul(args); });
+    EXPECT_NE(what.find(c.names), std::string::npos) << what;
+    EXPECT_NE(what.find(c.rule), std::string::npos) << what;
+    EXPECT_NE(what.find("The CUDA backend multiplies F32 x F32 -> F32"), std::string::npos) << what;
   }
 }
 

@@ -1,8 +1,10 @@
 // A run too big for its device stops before anything of the plan is allocated, saying what it needs, what
 // the device has and which memory.budget fits; with that budget, and with memory.budget: auto, the
-// planner's run fits and trains. On a small emulated device (emu::configure_device), so this lives with
+// planner's run fits and trains. An allocation that fails all the same (another process took the memory
+// after the check) names the arena, its bytes and what the device has free. On a small emulated device (emu::configure_device), so this lives with
 // the emulator's tests.
 #include "backend/cuda_entry.h"
+#include "core/arena.h"
 #include "emu/control.h"
 #include "memory/planner.h"
 #include "train/synthetic_run.h"
@@ -59,6 +61,23 @@ TEST(DeviceFit, ARunTooBigForTheDeviceStopsAndNamesABudgetThatFits) {
   Trainer automatic(c, config_to_yaml(c));
   EXPECT_EQ(automatic.run().status, TrainStatus::Completed);
   EXPECT_TRUE(automatic.config().precision.recipe != "fp32" || automatic.config().train.batch_size < 16);
+}
+
+// The check above passed, and then the device could not give an arena (another process took the memory in
+// between): the error names the planned arena, its largest buffer, the bytes asked for, what the device
+// has free and what the run already holds, and what the user can change.
+TEST(DeviceFit, AnArenaTheDeviceCannotGiveNamesItselfTheBytesAndWhatIsFree) {
+  DeviceOfSize small(uint64_t{256} << 20);
+  const std::unique_ptr<Backend> backend = cuda::make_backend();
+  ArenaLayout layout("activations");
+  layout.add("probs", {64, 1024, 1024});  // 256 MiB: with the backend's workspace held, more than is free
+  layout.add("lse", {64, 1024});
+  const std::string message = error_message([&] { Arena arena(layout, *backend); });
+  for (const std::string expected :
+       {"the memory plan's arena 'activations' (256.2 MiB in 2 buffers, the largest 'probs' 256.0 MiB)",
+        "cudaMalloc of 0.25 GiB (268697600 bytes) failed on device 0 (", "of 0.25 GiB free,",
+        "held by this run's arenas", "Lower train.batch_size", "`gpt-train plan CONFIG`"})
+    EXPECT_NE(message.find(expected), std::string::npos) << expected << "\n" << message;
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #endif
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <optional>
 
@@ -135,6 +136,36 @@ TEST(CudaModel, BadTokensAndTargetsAreReportedAfterTheForward) {
   EXPECT_NE(loss_error(tokens, bad_targets).find("target 23 at position 7 of the micro-batch"), std::string::npos);
   EXPECT_EQ(loss_error(tokens, targets), "");
   EXPECT_TRUE(std::isfinite(model.loss_sum()));
+}
+
+// GPT_CUDA_SYNC=1 synchronises after every op, so what the device finds is reported by the op that found
+// it: a bad token stops the forward itself (its embedding), not the copy of the loss after it. A good
+// micro-batch then gives bitwise the loss of a backend that does not synchronise.
+TEST(CudaModel, UnderGptCudaSyncABadTokenStopsTheForwardThatMetIt) {
+  SKIP_WITHOUT_CUDA();
+  const char* before = std::getenv("GPT_CUDA_SYNC");
+  const std::string saved = before ? before : "";
+  setenv("GPT_CUDA_SYNC", "1", 1);
+  const std::unique_ptr<Backend> synced = cuda::make_backend();
+  if (before) setenv("GPT_CUDA_SYNC", saved.c_str(), 1);
+  else unsetenv("GPT_CUDA_SYNC");
+
+  const ModelConfig m = tiny_model(23, 2, 32, 2, 16);
+  const int B = 2, T = 16;
+  const std::vector<int32_t> tokens = random_tokens(B * T, m.vocab_size, 1), targets = random_tokens(B * T, m.vocab_size, 2);
+  const StepContext ctx{};
+  GPT model(m, B, T, *synced, DType::F32, policy("none"), PrecisionRecipe{});
+  model.init_weights(3);
+  std::vector<int32_t> bad_tokens = tokens;
+  bad_tokens[21] = 1000;
+  const std::string message = error_message([&] { model.forward(bad_tokens, targets, B, T, ctx); });
+  EXPECT_NE(message.find("token id 1000 at position 21 of the micro-batch"), std::string::npos) << message;
+
+  model.forward(tokens, targets, B, T, ctx);
+  GPT reference(m, B, T, *cuda_backend(), DType::F32, policy("none"), PrecisionRecipe{});
+  reference.init_weights(3);
+  reference.forward(tokens, targets, B, T, ctx);
+  EXPECT_EQ(model.loss_sum(), reference.loss_sum());
 }
 
 TEST(CudaModel, EveryRecomputeModeIsBitwiseEqualToNone) {
