@@ -212,9 +212,11 @@ int run(const std::vector<std::string>& argv) {
     bandwidth = cpu ? measure_host_bandwidth(size_t{128} << 20, bandwidth_reps)
                     : measure_device_copy_bandwidth(session.backend(), arena.base(), arena.layout().total_bytes(),
                                                     size_t{256} << 20, bandwidth_reps);
-    fmt::print("\nmemory bandwidth: {:.1f} GB/s, the best of {} runs of {}, {:.0f} MiB buffers, counting each byte "
+    const double buffer_mib = static_cast<double>(bandwidth->buffer_bytes) / (1 << 20);
+    fmt::print("\nmemory bandwidth: {:.1f} GB/s, the best of {} runs of {}, {:.1f} MiB buffers{}, counting each byte "
                "read and written\n",
-               bandwidth->gbs(), bandwidth_reps, bandwidth->method, static_cast<double>(bandwidth->buffer_bytes) / (1 << 20));
+               bandwidth->gbs(), bandwidth_reps, bandwidth->method, buffer_mib,
+               buffer_mib < 64 ? " (the activation arena is small: a cache may hold them, and the rate be the cache's)" : "");
   } else {
     fmt::print("\nmemory bandwidth: not measured (--bandwidth-reps 0)\n");
   }
