@@ -26,10 +26,11 @@
 # time of the matrix products, of attention and of the other ops, with the share of the measured copy
 # bandwidth the other ops reach (their tensors' bytes over their time), the device memory the ledger
 # planned, the bytes the run holds and what the device has in use (cudaMemGetInfo, the CUDA context
-# included), and whether the activation bytes the first step wrote are the planned ones. Step times come
-# from `gpt-train bench`, which synchronises around every op to time it, so tokens/s here is a lower bound
-# of what training reaches. Last, where ncu is installed, a hardware-counter profile of the fused
-# attention's three kernels (ncu_flash.txt). Each stage runs under a time limit.
+# included), and whether the activation bytes the first step wrote are the planned ones. Tokens/s, ms/step
+# and MFU come from the steps `gpt-train bench` runs with its profiler off, as training queues its ops;
+# the op times from its profiled steps, which synchronise around every op to time it. Last, where ncu is
+# installed, a hardware-counter profile of the fused attention's three kernels (ncu_flash.txt). Each stage
+# runs under a time limit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle_dir=$root/.gpu-bundle
@@ -221,7 +222,10 @@ bench_row() {  # name size(124m|774m) recipe recompute batch...
          --set train.backend=cuda --set train.batch_size="$b" --set precision.recipe="$recipe" \
          --set recompute.mode="$recompute" >"$out/bench_${name// /_}_b$b.log" 2>&1; then
       local tps ms gflop mm att rest rest_bw planned held used acts mfu
-      tps=$(field "$json" tokens_per_s); ms=$(field "$json" ms_per_step); gflop=$(field "$json" model_gflop_per_step)
+      # The headline is the steps bench ran without a synchronize() around each op (the rate training runs at);
+      # the op times beside it come from the synchronised ones.
+      tps=$(field "$json" tokens_per_s_unprofiled); ms=$(field "$json" ms_per_step_unprofiled)
+      gflop=$(field "$json" model_gflop_per_step)
       mm=$(field "$json" ms_matmul); att=$(field "$json" ms_attention); rest=$(field "$json" ms_memory_bound)
       # The other ops' traffic over their time, against the copy bandwidth the bench measured.
       rest_bw=$(awk -v mb="$(field "$json" mb_memory_bound)" -v t="$rest" -v bw="$(field "$json" bandwidth_gbs)" \
@@ -325,8 +329,10 @@ fi
   printf '%-28s %4s %10s %7s %9s %8s %8s %8s %6s %9s %9s %9s %9s\n' "row" "B" "tokens/s" "MFU" "ms/step" "matmul" "attn" "others" "of bw" "dev plan" "dev held" "dev used" "acts"
   printf '%-28s %4s %10s %7s %9s %8s %8s %8s %6s %9s %9s %9s %9s\n' "" "" "" "" "" "ms" "ms" "ms" "" "GiB" "GiB" "GiB" "planned"
   printf '%s\n' "${rows[@]}"
-  echo "others: every op but the matrix products and attention; of bw: their tensors' bytes over their time, against"
-  echo "the device-to-device copy bandwidth each bench measured (its log has each op's figure)"
+  echo "tokens/s, MFU, ms/step: steps without a synchronize() around each op; matmul, attn, others: the ops' times in"
+  echo "the steps that synchronise around each (so their sum exceeds ms/step). others: every op but the matrix products"
+  echo "and attention; of bw: their tensors' bytes over their time, against the device-to-device copy bandwidth each"
+  echo "bench measured (its log has each op's figure)"
 } | tee -a "$out/summary.txt"
 
 # A hardware-counter profile of the fused attention at head size 128, T = 4096, for tuning it later without

@@ -127,6 +127,12 @@ TEST(Cli, BenchWithoutWarmUpStillTimesTheOps) {
     ASSERT_TRUE(std::regex_search(json, m, std::regex(std::string("\"") + key + "\":([0-9.eE+-]+)"))) << key << json;
     EXPECT_GT(std::stod(m[1].str()), 0.0) << key << json;
   }
+  // On the CPU synchronize() is free: the timed steps are the unprofiled rate, and bench runs no others.
+  std::smatch profiled, unprofiled;
+  ASSERT_TRUE(std::regex_search(json, profiled, std::regex("\"ms_per_step\":([0-9.eE+-]+)"))) << json;
+  ASSERT_TRUE(std::regex_search(json, unprofiled, std::regex("\"ms_per_step_unprofiled\":([0-9.eE+-]+)"))) << json;
+  EXPECT_EQ(profiled[1].str(), unprofiled[1].str());
+  EXPECT_EQ(r.output.find("unprofiled "), std::string::npos) << r.output;
 }
 
 // The output of `command` run on a pseudo-terminal, as a user at a terminal sees it.
