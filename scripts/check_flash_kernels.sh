@@ -44,7 +44,7 @@ kernel_flags=(-std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root
 # demangled, without namespaces and parameters (MmaInput 0/1 as bf16/f16, the D pass's true as D).
 ptxas_rules=$(cat <<'EOF'
     /Compiling entry function/ { split($0, q, "'"); fn = q[2] }
-    /spill stores/ { stack[fn] = $5 + 0; stores[fn] = $9 + 0; loads[fn] = $13 + 0 }
+    /spill stores/ { stack[fn] = $1 + 0; stores[fn] = $5 + 0; loads[fn] = $9 + 0 }
     /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); regs[fn] = substr($0, RSTART + 5, RLENGTH - 5); order[++n] = fn }
     function kernel_name(fn,   cmd, name) {
       cmd = "c++filt " fn; cmd | getline name; close(cmd)
