@@ -268,7 +268,9 @@ offload_row() {  # name size(124m|774m) batch
     if limited 180 "$gpt_train" bench "$root/configs/gpt2-124m.yaml" "${shape[@]}" --steps 5 --warmup 2 --peak-reps 0 --json "$json" \
          "${data_flags[@]}" --set train.backend=cuda --set train.batch_size="$b" --set precision.recipe=bf16 \
          --set memory.offload="$offload" >"$out/bench_offload_${size}_${offload}.log" 2>&1; then
-      ms+=("$(field "$json" ms_per_step)")
+      # The step times without the profiler's synchronisation; the wait's share from the profiled steps it
+      # was measured in.
+      ms+=("$(field "$json" ms_per_step_unprofiled)")
       [ "$offload" = optimizer ] &&
         share=$(awk -v h="$(field "$json" ms_host_optimizer)" -v s="$(field "$json" ms_per_step)" 'BEGIN { printf "%.0f%%", 100 * h / s }') &&
         adamw=$(field "$json" ms_host_adamw)
