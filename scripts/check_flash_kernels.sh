@@ -35,17 +35,11 @@ archs=("$@")
 opcodes=$work/cubin_opcodes split=$work/fatbin_split
 "${CXX:-c++}" -std=c++17 -O1 -o "$opcodes" "$root/tests/cuda/static/cubin_opcodes.cpp"
 "${CXX:-c++}" -std=c++17 -O1 -o "$split" "$root/tests/cuda/static/fatbin_split.cpp"
-# nvcc through GPT_COMPILER_CACHE where set: paths under the tree enter its key relative to it, and the
-# working directory stays out, so another clone of the same sources finds the same entries.
-cached_nvcc() { CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 ${GPT_COMPILER_CACHE:+"$GPT_COMPILER_CACHE"} "$nvcc" "$@"; }
-kernel_flags=(-std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" -Xptxas -v)
-# ptxas -v: "Compiling entry function 'NAME' for 'sm_XX'", then "N bytes stack frame, N bytes spill
-# stores, N bytes spill loads" and "Used N registers": each kernel's figures, in order; and its name
-# demangled, without namespaces and parameters (MmaInput 0/1 as bf16/f16, the D pass's true as D).
-ptxas_rules=$(cat <<'EOF'
-    /Compiling entry function/ { split($0, q, "'"); fn = q[2] }
-    /spill stores/ { stack[fn] = $1 + 0; stores[fn] = $5 + 0; loads[fn] = $9 + 0 }
-    /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); regs[fn] = substr($0, RSTART + 5, RLENGTH - 5); order[++n] = fn }
+source "$root/scripts/kernel_check_common.sh"
+# A kernel's name demangled, without namespaces and parameters (MmaInput 0/1 as bf16/f16, the D pass's
+# true as D), for the rules' figures.
+ptxas_rules+=$(cat <<'EOF'
+
     function kernel_name(fn,   cmd, name) {
       cmd = "c++filt " fn; cmd | getline name; close(cmd)
       gsub(/\(anonymous namespace\)::/, "", name); sub(/^void gpt::cuda::/, "", name)

@@ -31,8 +31,7 @@ archs=("$@")
 
 split=$work/fatbin_split
 "${CXX:-c++}" -std=c++17 -O1 -o "$split" "$root/tests/cuda/static/fatbin_split.cpp"
-cached_nvcc() { CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 ${GPT_COMPILER_CACHE:+"$GPT_COMPILER_CACHE"} "$nvcc" "$@"; }
-kernel_flags=(-std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" -Xptxas -v)
+source "$root/scripts/kernel_check_common.sh"
 status=0
 kernels=0 spilling=0
 for arch in "${archs[@]}"; do
@@ -43,8 +42,8 @@ for arch in "${archs[@]}"; do
     cached_nvcc "${kernel_flags[@]}" -gencode "arch=compute_$arch,code=[sm_$arch,compute_$arch]" -Xfatbin=-compress=false \
       -c -fatbin -o "$dir/$name.fatbin" "$cu" 2>"$dir/ptxas.txt" || { cat "$dir/ptxas.txt"; exit 1; }
     "$split" "$dir/$name.fatbin" "$dir" >/dev/null
-    # ptxas -v: "Compiling entry function 'NAME'", then "N bytes stack frame, N bytes spill stores, N bytes
-    # spill loads" and "Used N registers"; the PTX: ".entry NAME(" and, before its body, ".maxntid X, Y, Z".
+    # ptxas's figures (kernel_check_common.sh's rules); the PTX's ".entry NAME(" and, before its body,
+    # ".maxntid X, Y, Z".
     awk -v arch="$arch" -v file="$name" -v ptx="$dir/compute_$arch.ptx" '
       BEGIN {
         while ((getline line < ptx) > 0) {
@@ -55,9 +54,7 @@ for arch in "${archs[@]}"; do
           }
         }
       }
-      /Compiling entry function/ { split($0, q, "'"'"'"); fn = q[2] }
-      /spill stores/ { stores[fn] = $5 + 0; loads[fn] = $9 + 0 }
-      /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); regs[fn] = substr($0, RSTART + 5, RLENGTH - 5) + 0; order[++n] = fn }
+      '"$ptxas_rules"'
       function short_name(fn,   cmd, s) {
         cmd = "c++filt " fn; cmd | getline s; close(cmd)
         gsub(/\(anonymous namespace\)::/, "", s); sub(/^void /, "", s); sub(/^gpt::cuda::/, "", s); sub(/\(.*/, "", s)

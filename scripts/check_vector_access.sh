@@ -46,7 +46,7 @@ flash_attention_scalar:delta_from_probabilities_kernel  fp8's D past head size 1
 EOF
 )
 
-cached_nvcc() { CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 ${GPT_COMPILER_CACHE:+"$GPT_COMPILER_CACHE"} "$nvcc" "$@"; }
+source "$root/scripts/kernel_check_common.sh"
 for cu in "$root"/cuda/kernels/*.cu "$root"/cuda/gemm/*.cu "$root"/cuda/common/*.cu; do
   name=$(basename "$cu" .cu)
   cached_nvcc -std=c++17 -O3 --expt-relaxed-constexpr -DGPT_WITH_CUDA=1 -I"$root/src" -I"$root/cuda" -arch="sm_$arch" \
