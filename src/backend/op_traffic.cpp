@@ -15,6 +15,12 @@ uint64_t table_rows(const Tensor& table, int64_t rows) {
   return static_cast<uint64_t>(rows) * static_cast<uint64_t>(table.dim(-1)) * dtype_size(table.dtype);
 }
 
+// A conversion's output and input, and the running amax and counts it adds to.
+template <class Conversion>
+uint64_t conversion_traffic(const Conversion& a) {
+  return bytes(a.out) + bytes(a.in) + twice(a.amax) + twice(a.counts);
+}
+
 }  // namespace
 
 uint64_t op_traffic_bytes(const FillArgs& a) { return bytes(a.out); }
@@ -92,15 +98,11 @@ uint64_t op_traffic_bytes(const CrossEntropyArgs& a) {
 uint64_t op_traffic_bytes(const AdamWArgs& a) { return twice(a.params) + bytes(a.grads) + twice(a.m) + twice(a.v); }
 uint64_t op_traffic_bytes(const SumOfSquaresArgs& a) { return bytes(a.out) + bytes(a.in); }
 
-uint64_t op_traffic_bytes(const CastArgs& a) {
-  return bytes(a.out) + bytes(a.in) + twice(a.amax) + twice(a.counts);
-}
+uint64_t op_traffic_bytes(const CastArgs& a) { return conversion_traffic(a); }
 
 uint64_t op_traffic_bytes(const AmaxArgs& a) { return (a.accumulate ? twice(a.out) : bytes(a.out)) + bytes(a.in); }
 
-uint64_t op_traffic_bytes(const QuantizeRoundtripArgs& a) {
-  return bytes(a.out) + bytes(a.in) + twice(a.amax) + twice(a.counts);
-}
+uint64_t op_traffic_bytes(const QuantizeRoundtripArgs& a) { return conversion_traffic(a); }
 
 uint64_t op_traffic_bytes(const Fp8CurrentScaleArgs& a) { return bytes(a.in); }
 

@@ -4,8 +4,8 @@
 // the op's own (at the price of draining the queue around every op; on the CPU synchronize is free).
 // Each op also adds up its memory traffic (backend/op_traffic.h: the bytes of its tensors), which a
 // benchmark sets beside the time those bytes take at the measured bandwidth. Matrix products are also
-// tallied per shape (m, n, k, transposes), which is how achieved GEMM rates
-// are compared with the peak at the same shapes.
+// tallied per shape (m, n, k, transposes), which is how achieved GEMM rates are compared with the peak at
+// the same shapes.
 //
 // Besides wall time each op records the process's CPU time (all threads) spent while it ran: on a
 // machine shared with other work, wall time well above CPU time / threads means the op waited for a core.

@@ -339,10 +339,7 @@ int run(const std::vector<std::string>& argv) {
     const bool matmul = category == OpCategory::Matmul;
     // The summary below leaves attention out with the products: its cost grows as T^2 against its tensors'
     // T (FLOPs, where fused; the scratch it keeps to itself, where not).
-    if (!matmul && category != OpCategory::Attention && total.bytes > 0.0) {
-      memory_bound_ms += per_step_ms(total.seconds);
-      memory_bound_bytes += total.bytes / steps;
-    }
+    const bool memory_bound = !matmul && category != OpCategory::Attention;
     fmt::print("  {:<30} {:>9.1f} {:>6.1f}% {:>9.1f} {:>7}{}\n", op_category_name(category), per_step_ms(total.seconds),
                100.0 * per_step_ms(total.seconds) / step_ms, per_step_ms(total.cpu_seconds), total.calls / steps,
                traffic_columns(total, matmul));
@@ -350,6 +347,11 @@ int run(const std::vector<std::string>& argv) {
       const auto op = static_cast<ProfiledOp>(o);
       const OpTiming& ot = prof.timing(op);
       if (profiled_op_category(op) != category || ot.calls == 0) continue;
+      // Host copies move no memory traffic (their bytes cross the bus): neither their time nor bytes count.
+      if (memory_bound && ot.bytes > 0.0) {
+        memory_bound_ms += per_step_ms(ot.seconds);
+        memory_bound_bytes += ot.bytes / steps;
+      }
       fmt::print("    {:<28} {:>9.1f} {:>6.1f}% {:>9.1f} {:>7}{}\n", profiled_op_name(op), per_step_ms(ot.seconds),
                  100.0 * per_step_ms(ot.seconds) / step_ms, per_step_ms(ot.cpu_seconds), ot.calls / steps,
                  traffic_columns(ot, matmul));

@@ -20,13 +20,18 @@ struct AlignedFree {
 };
 using HostBuffer = std::unique_ptr<float[], AlignedFree>;
 
-// Thread t of `threads`' slice of n floats, in whole cache lines (16 floats): the same slice in every call,
-// so each thread first touches the pages it streams later (on a multi-socket host, its own node's).
-void slice(size_t n, int t, int threads, size_t& first, size_t& count) {
-  const size_t lines = n / 16, ut = static_cast<size_t>(t), ts = static_cast<size_t>(threads);
-  const size_t per = lines / ts, extra = lines % ts;
-  first = 16 * (ut * per + std::min(ut, extra));
-  count = t == threads - 1 ? n - first : 16 * (per + (ut < extra ? 1 : 0));
+// f(first, count) on each of `threads` OpenMP threads for its slice of n floats, in whole cache lines (16
+// floats): the same slice in every call, so each thread first touches the pages it streams later (on a
+// multi-socket host, its own node's).
+template <class F>
+void on_each_slice(size_t n, int threads, F&& f) {
+#pragma omp parallel num_threads(threads)
+  {
+    const size_t lines = n / 16, t = static_cast<size_t>(omp_get_thread_num()), ts = static_cast<size_t>(threads);
+    const size_t per = lines / ts, extra = lines % ts;
+    const size_t first = 16 * (t * per + std::min(t, extra));
+    f(first, t == ts - 1 ? n - first : 16 * (per + (t < extra ? 1 : 0)));
+  }
 }
 
 }  // namespace
@@ -38,36 +43,25 @@ MemoryBandwidth measure_host_bandwidth(size_t buffer_bytes, int reps) {
   for (HostBuffer& b : buffers) b.reset(new (std::align_val_t{64}) float[n]);
   float *p = buffers[0].get(), *g = buffers[1].get(), *m = buffers[2].get(), *v = buffers[3].get();
   const int threads = omp_get_max_threads();
-#pragma omp parallel num_threads(threads)
-  {
-    size_t first = 0, count = 0;
-    slice(n, omp_get_thread_num(), threads, first, count);
+  on_each_slice(n, threads, [&](size_t first, size_t count) {
     std::fill_n(p + first, count, 0.5f);
     std::fill_n(g + first, count, 0.25f);
     std::fill_n(m + first, count, 0.0f);
     std::fill_n(v + first, count, 0.0f);
-  }
+  });
   const double copy = best_seconds_of(reps, [&] {
-#pragma omp parallel num_threads(threads)
-    {
-      size_t first = 0, count = 0;
-      slice(n, omp_get_thread_num(), threads, first, count);
-      std::memcpy(m + first, p + first, count * sizeof(float));
-    }
+    on_each_slice(n, threads, [&](size_t first, size_t count) { std::memcpy(m + first, p + first, count * sizeof(float)); });
   });
   // AdamW's arithmetic, so the loop streams as the optimizer does rather than as a compiler's memcpy.
   const double update = best_seconds_of(reps, [&] {
-#pragma omp parallel num_threads(threads)
-    {
-      size_t first = 0, count = 0;
-      slice(n, omp_get_thread_num(), threads, first, count);
+    on_each_slice(n, threads, [&](size_t first, size_t count) {
 #pragma omp simd
       for (size_t i = first; i < first + count; ++i) {
         m[i] = 0.9f * m[i] + 0.1f * g[i];
         v[i] = 0.999f * v[i] + 0.001f * g[i] * g[i];
         p[i] -= 1e-3f * m[i] / (v[i] + 1e-8f);
       }
-    }
+    });
   });
   const size_t copy_traffic = 2 * n * sizeof(float), update_traffic = 7 * n * sizeof(float);
   const bool copy_wins = static_cast<double>(copy_traffic) / copy >= static_cast<double>(update_traffic) / update;

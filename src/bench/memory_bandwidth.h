@@ -24,7 +24,8 @@ struct MemoryBandwidth {
 // own slice of four buffers of buffer_bytes (first touched by the thread that streams it): the better of a
 // copy (std::memcpy of one buffer into another) and AdamW's update (four arrays read, three written: the
 // CPU's widest stream). A core sustains more misses over several streams than over one, so on a CPU one
-// copy understates what the threaded ops reach (2-core Zen 5: 45 GB/s copying, about twice that updating).
+// copy understates what the threaded ops reach (2-core Zen 5, in gpt-train bench: 34-42 GB/s copying,
+// 51-60 updating).
 MemoryBandwidth measure_host_bandwidth(size_t buffer_bytes, int reps);
 
 // A device: the backend's copy op (on CUDA cudaMemcpyAsync device to device, which streams at close to the

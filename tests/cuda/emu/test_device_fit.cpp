@@ -1,8 +1,8 @@
 // A run too big for its device stops before anything of the plan is allocated, saying what it needs, what
 // the device has and which memory.budget fits; with that budget, and with memory.budget: auto, the
 // planner's run fits and trains. An allocation that fails all the same (another process took the memory
-// after the check) names the arena, its bytes and what the device has free. On a small emulated device (emu::configure_device), so this lives with
-// the emulator's tests.
+// after the check) names the arena, its bytes and what the device has free. On a small emulated device
+// (emu::configure_device), so this lives with the emulator's tests.
 #include "backend/cuda_entry.h"
 #include "core/arena.h"
 #include "emu/control.h"
