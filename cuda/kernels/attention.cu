@@ -32,7 +32,6 @@
 #include "kernels/flash_attention.h"
 
 #include "backend/op_checks.h"
-#include "common/block_max.cuh"
 #include "common/block_reduce.cuh"
 #include "common/cuda_check.h"
 #include "common/launch.cuh"

@@ -27,7 +27,6 @@
 #include "kernels/attention_decode.h"
 
 #include "backend/op_checks.h"
-#include "common/block_max.cuh"
 #include "common/block_reduce.cuh"
 #include "common/cuda_check.h"
 #include "common/launch.cuh"

@@ -29,7 +29,7 @@
 #include "kernels/cast.h"
 
 #include "backend/op_checks.h"
-#include "common/block_reduce_ops.cuh"
+#include "common/block_reduce.cuh"
 #include "common/launch.cuh"
 #include "common/vector_access.cuh"
 #include "precision/fp8_scale_rule.h"

@@ -27,7 +27,6 @@
 #include "kernels/flash_attention.h"
 #include "kernels/flash_attention_params.h"
 
-#include "common/block_max.cuh"
 #include "common/block_reduce.cuh"
 #include "common/cuda_check.h"
 #include "common/launch.cuh"

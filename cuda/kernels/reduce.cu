@@ -24,7 +24,7 @@
 #include "kernels/reduce.h"
 
 #include "backend/op_checks.h"
-#include "common/block_reduce_ops.cuh"
+#include "common/block_reduce.cuh"
 #include "common/launch.cuh"
 #include "common/vector_access.cuh"
 

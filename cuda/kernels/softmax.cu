@@ -3,7 +3,7 @@
 //   backward: din[j] = out[j] * (dout[j] - sum_k dout[k] out[k])
 // One block per row, as many whole warps as the row has 8-element chunks (at most 256 threads); each
 // thread walks its chunks (row_chunks.cuh: 128-bit accesses where the row allows, every tensor in its own
-// format). The maximum and sums are block reductions in a fixed order (block_max.cuh, block_reduce.cuh),
+// format). The maximum and sums are block reductions in a fixed order (block_reduce.cuh),
 // FP32 throughout, so the result is bitwise reproducible. Forward passes: max, sum of exponentials, then
 // the output, recomputing each exponential rather than keeping it (no buffer). Every element is read by
 // the thread that writes it, after the reductions' barriers, so out may alias in and din may alias dout
@@ -11,7 +11,6 @@
 #include "kernels/softmax.h"
 
 #include "backend/op_checks.h"
-#include "common/block_max.cuh"
 #include "common/block_reduce.cuh"
 #include "common/cuda_check.h"
 #include "common/launch.cuh"
