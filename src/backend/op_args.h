@@ -232,6 +232,10 @@ struct AdamWArgs {
   float weight_decay = 0.0f;
   float grad_scale = 1.0f;
   int64_t step = 1;
+  // Optional (empty: none): a BF16 or F16 tensor without FP8 scaling that receives the updated params
+  // too, with the bits cast({compute, params}) would give: the weights' compute copy, written by the
+  // update instead of by a cast that reads the masters again before the next forward.
+  Tensor compute;
 };
 
 // out[0] = sum(in^2), accumulated in double on the CPU; the global gradient norm is its square root.

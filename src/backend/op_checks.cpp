@@ -203,6 +203,14 @@ int64_t check_adamw(const AdamWArgs& args) {
             "adamw_update: element counts differ: params {}, grads {}, m {}, v {}", n, args.grads.numel(),
             args.m.numel(), args.v.numel());
   GPT_CHECK(args.step >= 1, "adamw_update: step must be >= 1, got {}", args.step);
+  if (!args.compute.empty()) {
+    GPT_CHECK(args.compute.numel() == n, "adamw_update: compute {} should have the {} elements of params",
+              args.compute.shape_string(), n);
+    GPT_CHECK((args.compute.dtype == DType::BF16 || args.compute.dtype == DType::F16) && !args.compute.scaling,
+              "adamw_update: the compute copy is {}{}; the update writes bf16 or f16 copies (an FP8 weight is cast "
+              "with the scale its forward chooses)",
+              dtype_name(args.compute.dtype), args.compute.scaling ? " with FP8 scaling" : "");
+  }
   return n;
 }
 

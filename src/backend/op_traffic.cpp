@@ -95,7 +95,9 @@ uint64_t op_traffic_bytes(const CrossEntropyArgs& a) {
   return bytes(a.losses) + bytes(a.dlogits) + bytes(a.logits) + bytes(a.targets);
 }
 
-uint64_t op_traffic_bytes(const AdamWArgs& a) { return twice(a.params) + bytes(a.grads) + twice(a.m) + twice(a.v); }
+uint64_t op_traffic_bytes(const AdamWArgs& a) {
+  return twice(a.params) + bytes(a.grads) + twice(a.m) + twice(a.v) + bytes(a.compute);
+}
 uint64_t op_traffic_bytes(const SumOfSquaresArgs& a) { return bytes(a.out) + bytes(a.in); }
 
 uint64_t op_traffic_bytes(const CastArgs& a) { return conversion_traffic(a); }

@@ -19,11 +19,16 @@
 // keep -fmath-errno), so the body is written with std::experimental::simd (native width, e.g. 16 floats
 // with AVX-512). Whole vectors start at multiples of the width, so which elements take the scalar tail
 // depends on n alone, never on the thread count.
+// With a compute copy (AdamWArgs::compute) the elements go in chunks of kChunk, each updated and then
+// encoded into the copy by convert.h's encoder (the cast's own), while it is still in cache: the bits
+// of a cast after the update, without a second pass over the masters.
+#include "cpu/convert.h"
 #include "cpu/cpu_backend.h"
 #include "backend/op_checks.h"
 #include "cpu/dispatch.h"
 #include "cpu/wide_operands.h"
 
+#include <algorithm>
 #include <cmath>
 // GCC 12 flags the deliberately uninitialised _mm512_undefined_ps() inside the AVX-512 sqrt that the simd
 // types inline (-Wmaybe-uninitialized, a false positive in the compiler's own header).
@@ -73,23 +78,47 @@ void adamw_element(V& param, const V& grad, V& m, V& v, const AdamWConstants<T>&
   param = fma(V(-k.lr), update, param);
 }
 
+// Elements per chunk of the update with a compute copy: a multiple of every native width, 256 KiB of the
+// four FP32 arrays (in a core's L2 while the chunk is encoded), and not above encode's parallel
+// threshold, so a chunk's encode runs on its own thread (an inactive nested region, whose cost per call
+// is why chunks are not smaller).
+constexpr int64_t kChunk = 1 << 14;
+static_assert(kChunk <= kParallelMin);
+
 template <class T>
 void adamw_kernel(T* params, const T* grads, T* m, T* v, int64_t n, const AdamWArgs& a) {
   using V = stdx::native_simd<T>;
   constexpr int64_t kWidth = static_cast<int64_t>(V::size());
+  static_assert(kChunk % kWidth == 0);
   const AdamWConstants<T> k(a);
   const int64_t vectors = n / kWidth;
+  // Elements [begin, end): whole vectors from begin (a multiple of kWidth), the scalar tail past the
+  // last whole vector of the tensor.
+  auto update = [&](int64_t begin, int64_t end) {
+    int64_t i = begin;
+    for (; i + kWidth <= end && i < vectors * kWidth; i += kWidth) {
+      V p(params + i, stdx::element_aligned), g(grads + i, stdx::element_aligned);
+      V mi(m + i, stdx::element_aligned), vi(v + i, stdx::element_aligned);
+      adamw_element(p, g, mi, vi, k);
+      p.copy_to(params + i, stdx::element_aligned);
+      mi.copy_to(m + i, stdx::element_aligned);
+      vi.copy_to(v + i, stdx::element_aligned);
+    }
+    for (; i < end; ++i) adamw_element(params[i], grads[i], m[i], v[i], k);
+  };
+  if (a.compute.empty()) {
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t b = 0; b < vectors; ++b) {
-    const int64_t i = b * kWidth;
-    V p(params + i, stdx::element_aligned), g(grads + i, stdx::element_aligned);
-    V mi(m + i, stdx::element_aligned), vi(v + i, stdx::element_aligned);
-    adamw_element(p, g, mi, vi, k);
-    p.copy_to(params + i, stdx::element_aligned);
-    mi.copy_to(m + i, stdx::element_aligned);
-    vi.copy_to(v + i, stdx::element_aligned);
+    for (int64_t b = 0; b < vectors; ++b) update(b * kWidth, (b + 1) * kWidth);
+    update(vectors * kWidth, n);
+    return;
   }
-  for (int64_t i = vectors * kWidth; i < n; ++i) adamw_element(params[i], grads[i], m[i], v[i], k);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, count = std::min(kChunk, n - begin);
+    update(begin, begin + count);
+    encode<T>(params + begin, a.compute.elements(begin, count), count, T(1), false);
+  }
 }
 
 }  // namespace

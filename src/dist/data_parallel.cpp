@@ -164,6 +164,7 @@ void DataParallel::optimizer_step(AdamW& optimizer, double lr, double grad_scale
   Arena& params = model_.parameter_arena();
   if (zero_ == 0) {
     optimizer.step(params, model_.gradient_arena(), lr, grad_scale);
+    if (optimizer.writes_compute_copy()) model_.compute_copy_written();
     return;
   }
   optimizer.step(params, piece_grads_, lr, grad_scale);

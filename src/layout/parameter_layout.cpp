@@ -88,6 +88,23 @@ ArenaLayout compute_weights_layout(const ParameterLayout& masters, const Precisi
   return layout;
 }
 
+std::vector<ComputeCopySlice> compute_copy_slices(const ParameterLayout& masters, Arena& compute, int n_layer) {
+  std::vector<ComputeCopySlice> slices;
+  const ArenaLayout& m = masters.arena_layout();
+  for (size_t i = 0; i < m.buffers().size(); ++i) {
+    const ArenaBuffer& b = m.buffer(i);
+    if (outside_blocks(b.name)) {
+      slices.push_back({i, 0, compute.tensor(b.name)});
+      continue;
+    }
+    for (int l = 0; l < n_layer; ++l) {
+      Tensor copy = compute.tensor(b.name + "." + std::to_string(l));
+      slices.push_back({i, l * copy.numel(), copy});
+    }
+  }
+  return slices;
+}
+
 ArenaLayout master_staging_layout(const ParameterLayout& masters, int n_layer) {
   int64_t largest = 0;
   for (const ArenaBuffer& b : masters.arena_layout().buffers()) {

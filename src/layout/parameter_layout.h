@@ -78,6 +78,16 @@ class ParameterLayout {
 ArenaLayout compute_weights_layout(const ParameterLayout& masters, const PrecisionLayout& precision);
 // Views of an arena with that layout.
 ModelParameters compute_weight_views(Arena& arena, int n_layer);
+// Elements [offset, offset + copy.numel()) of master tensor `tensor` and the compute-copy tensor that holds
+// them in the compute format.
+struct ComputeCopySlice {
+  size_t tensor = 0;
+  int64_t offset = 0;
+  Tensor copy;
+};
+// Such an arena as slices of the masters, tensor by tensor in the masters' order: a tensor outside the
+// blocks whole, a per-block tensor one slice per block.
+std::vector<ComputeCopySlice> compute_copy_slices(const ParameterLayout& masters, Arena& compute, int n_layer);
 // The device's FP32 staging buffer of masters kept in host memory (memory.offload: optimizer under a narrow
 // recipe): the compute copy is cast from it a slice at a time. It holds the largest per-block slice of any
 // tensor, since an FP8 weight's current scale takes the amax of its whole slice, rounded up to 64 elements

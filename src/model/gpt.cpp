@@ -261,6 +261,11 @@ void GPT::produce(int l, BlockTensor t, const Tensor& dst, Produce&& op) {
   cast_fp8(dst, src);
 }
 
+std::vector<ComputeCopySlice> GPT::compute_copy_slices() {
+  if (!compute_arena_ || fp8_ || lora_.enabled() || master_staging_) return {};
+  return gpt::compute_copy_slices(layout_, *compute_arena_, config_.n_layer);
+}
+
 void GPT::refresh_compute_weights() {
   if (lora_.enabled()) {
     for (size_t i = 0; i < layout_.specs().size(); ++i)

@@ -89,6 +89,13 @@ class GPT {
   Arena& activation_arena() { return acts_arena_; }
   // The compute copy of the weights; null in fp32.
   Arena* compute_weight_arena() { return compute_arena_.get(); }
+  // The compute copy as slices of the masters, for an optimizer that writes it as it updates them
+  // (AdamW::write_compute_copy); empty where the forward casts it: fp32 (there is none), fp8 (each step's
+  // first forward casts every weight, the FP8 ones with that step's scales), LoRA (the copy is the
+  // adapters'), masters in host memory (cast through the staging buffer).
+  std::vector<ComputeCopySlice> compute_copy_slices();
+  // The optimizer has just written the whole compute copy from the masters it updated.
+  void compute_copy_written() { compute_stale_ = false; }
   const ActivationPlan& activation_plan() const { return plan_; }
   const FlopCounts& flops() const { return flops_; }
   void reset_flops() { flops_ = {}; }

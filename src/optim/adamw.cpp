@@ -115,7 +115,27 @@ Tensor AdamW::range_view(Arena& arena, size_t i) {
   return owns_all_ ? t : t.elements(r.offset, r.count);
 }
 
-void AdamW::update(size_t i, int64_t offset, const Tensor& params, const Tensor& grads, double lr, double grad_scale) {
+void AdamW::write_compute_copy(std::vector<ComputeCopySlice> slices) {
+  GPT_CHECK(owns_all_ && host_ == nullptr, "AdamW::write_compute_copy: the update writes the compute copy only when it "
+            "owns every parameter on the device (not a ZeRO-1 shard, not offloaded)");
+  GPT_CHECK(!ranges_.empty() && !slices.empty(), "AdamW::write_compute_copy: no parameters or no slices");
+  size_t tensor = 0;  // the slices' tensor so far, and its next element
+  int64_t next = 0;
+  for (const ComputeCopySlice& s : slices) {
+    if (s.tensor == tensor + 1 && next == ranges_[tensor].count) tensor = s.tensor, next = 0;
+    GPT_CHECK(s.tensor == tensor && s.offset == next && s.copy.numel() > 0 && next + s.copy.numel() <= ranges_[tensor].count,
+              "AdamW::write_compute_copy: a slice of tensor {} at [{}, {}) where tensor {}'s elements from {} come next",
+              s.tensor, s.offset, s.offset + s.copy.numel(), tensor, next);
+    next += s.copy.numel();
+  }
+  GPT_CHECK(tensor + 1 == ranges_.size() && next == ranges_.back().count,
+            "AdamW::write_compute_copy: the slices end at tensor {}'s element {}, not at the end of the last tensor",
+            tensor, next);
+  compute_slices_ = std::move(slices);
+}
+
+void AdamW::update(size_t i, int64_t offset, const Tensor& params, const Tensor& grads, double lr, double grad_scale,
+                   const Tensor& compute) {
   if (params.numel() == 0) return;
   AdamWArgs a;
   a.params = params;
@@ -129,6 +149,7 @@ void AdamW::update(size_t i, int64_t offset, const Tensor& params, const Tensor&
   a.weight_decay = decays_[ranges_[i].tensor] ? static_cast<float>(config_.weight_decay) : 0.0f;
   a.grad_scale = static_cast<float>(grad_scale);
   a.step = step_count_;
+  a.compute = compute;
   state_backend().adamw_update(a);
 }
 
@@ -211,6 +232,14 @@ void AdamW::host_update_all(Arena& params, const Grads& grads_of, double lr, dou
 template <class Grads>
 void AdamW::update_all(Arena& params, const Grads& grads_of, double lr, double grad_scale) {
   ++step_count_;
+  if (host_ == nullptr && !compute_slices_.empty()) {
+    for (const ComputeCopySlice& s : compute_slices_) {
+      const int64_t n = s.copy.numel();
+      update(s.tensor, s.offset, range_view(params, s.tensor).elements(s.offset, n),
+             grads_of(s.tensor).elements(s.offset, n), lr, grad_scale, s.copy);
+    }
+    return;
+  }
   if (host_ == nullptr) {
     for (size_t i = 0; i < ranges_.size(); ++i) update(i, 0, range_view(params, i), grads_of(i), lr, grad_scale);
     return;

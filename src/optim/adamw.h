@@ -87,6 +87,13 @@ class AdamW {
   int64_t num_elements() const { return num_elements_; }
   size_t state_bytes() const { return m_.layout().total_bytes() + v_.layout().total_bytes(); }
 
+  // The update also writes the weights' compute copy: each slice's masters, once updated, go into its
+  // BF16/F16 `copy` too (AdamWArgs::compute), with the bits a cast would give, so the next forward need
+  // not cast them. For an optimizer that owns every tensor whole on the device (no shard, no offload);
+  // the slices must tile each tensor in order.
+  void write_compute_copy(std::vector<ComputeCopySlice> slices);
+  bool writes_compute_copy() const { return !compute_slices_.empty(); }
+
   // Offload: whether the state lives on a host backend; the bytes of its host masters (0 with the masters
   // in the parameter arena) and gradient copy; whether the gradient copy, and the masters' copy where it
   // keeps one, are in the device backend's pinned memory.
@@ -129,8 +136,10 @@ class AdamW {
  private:
   AdamW(const OptimConfig& config, const ParameterLayout& layout, Backend& backend, std::vector<ParamRange> ranges,
         Backend* host, DType grad_dtype, OffloadMasters masters);
-  // AdamW over elements [offset, offset + params.numel()) of range i, whose weights and gradients these are.
-  void update(size_t i, int64_t offset, const Tensor& params, const Tensor& grads, double lr, double grad_scale);
+  // AdamW over elements [offset, offset + params.numel()) of range i, whose weights and gradients these are,
+  // writing the updated weights into `compute` too where it is given.
+  void update(size_t i, int64_t offset, const Tensor& params, const Tensor& grads, double lr, double grad_scale,
+              const Tensor& compute = {});
   // Range i's elements in the parameter (or gradient) arena.
   Tensor range_view(Arena& arena, size_t i);
   // The update of every range, given range i's device gradients.
@@ -169,6 +178,7 @@ class AdamW {
   std::function<void(int)> masters_updated_;
   std::vector<Unit> units_;
   int blocks_ = 0;  // L, when owning every tensor whole
+  std::vector<ComputeCopySlice> compute_slices_;  // write_compute_copy's; empty: the update writes no copy
   bool masters_loaded_ = false;
   double last_host_ms_ = 0.0, last_adamw_ms_ = 0.0;
 };

@@ -15,9 +15,15 @@ Backend& offload_host(Backend& backend, int threads, std::unique_ptr<Backend>& h
 std::unique_ptr<AdamW> make_optimizer(const Config& config, GPT& model, const DataParallel& dp, Backend& backend,
                                       int threads, std::unique_ptr<Backend>& host_backend) {
   const ParameterLayout& layout = model.parameter_layout();
-  if (config.memory.offload != "optimizer")
-    return dp.zero_stage() == 1 ? std::make_unique<AdamW>(config.optim, layout, backend, dp.optimizer_ranges())
-                                : std::make_unique<AdamW>(config.optim, layout, backend);
+  if (config.memory.offload != "optimizer" && dp.zero_stage() == 1)
+    return std::make_unique<AdamW>(config.optim, layout, backend, dp.optimizer_ranges());
+  if (config.memory.offload != "optimizer") {
+    // One pass over the masters: the update writes the compute copy the next forward would cast.
+    auto optimizer = std::make_unique<AdamW>(config.optim, layout, backend);
+    if (std::vector<ComputeCopySlice> slices = model.compute_copy_slices(); !slices.empty())
+      optimizer->write_compute_copy(std::move(slices));
+    return optimizer;
+  }
   Backend& host = offload_host(backend, threads, host_backend);
   // The gradients the update reads: the gradient arena's (precision.grad_dtype), or under ZeRO-1 the
   // reduce-scattered shard, which is in the masters' format.

@@ -19,7 +19,8 @@ Backend& offload_host(Backend& backend, int threads, std::unique_ptr<Backend>& h
 
 // AdamW over the parameters this rank updates (every tensor, or its ZeRO-1 shard). Offloaded, its host side is
 // offload_host(backend, threads, host_backend); a model built with its masters on the host (masters_on_host in
-// memory/planner.h) has AdamW update them in place.
+// memory/planner.h) has AdamW update them in place. On the device, owning every tensor, AdamW also writes
+// the BF16/F16 compute copy where the model has one it may write (GPT::compute_copy_slices).
 std::unique_ptr<AdamW> make_optimizer(const Config& config, GPT& model, const DataParallel& dp, Backend& backend,
                                       int threads, std::unique_ptr<Backend>& host_backend);
 

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <string>
 
 namespace gpt {
 namespace {
@@ -115,6 +117,57 @@ TEST(CpuAdamW, F64RoundsInTheDocumentedOrderBitForBit) { check_bitwise_against_r
 TEST(CpuAdamW, F64MatchesScalarFormula) { check_against_formula<double>(1e-13); }
 
 TEST(CpuAdamW, F32MatchesScalarFormula) { check_against_formula<float>(1e-5); }
+
+// The update that writes the compute copy too gives the masters and moments of the plain update, and the
+// copy a cast of them gives, in every element: the vector body, the chunks, the tail, the threads' split
+// (40003 elements run in parallel), and a master past F16's range (inf in an F16 copy, as the cast has it).
+TEST(CpuAdamW, TheComputeCopyItWritesIsTheCastOfTheUpdatedMasters) {
+  for (const DType format : {DType::BF16, DType::F16}) {
+    for (const int64_t n : {int64_t{1003}, int64_t{40003}}) {
+      const std::vector<double> p0 = test::random_vector(n, 6), g0 = test::random_vector(n, 7);
+      std::vector<float> fused(p0.begin(), p0.end()), grads(g0.begin(), g0.end()), m(n, 0.0f), v(n, 0.0f);
+      fused[5] = 7.0e4f;
+      std::vector<float> plain = fused, m_plain = m, v_plain = v;
+      std::vector<uint16_t> copy(n, 0xFFFF), cast(n, 0);
+      for (int64_t step = 1; step <= 2; ++step) {
+        AdamWArgs a = hyperparameters(step);
+        a.grads = view(grads, {n});
+        a.params = view(fused, {n});
+        a.m = view(m, {n});
+        a.v = view(v, {n});
+        a.compute = Tensor(copy.data(), {n}, format);
+        cpu_backend().adamw_update(a);
+        update_in_place(plain, grads, m_plain, v_plain, step);
+      }
+      cpu_backend().cast({Tensor(cast.data(), {n}, format), view(plain, {n})});
+      int mismatches = 0;
+      for (int64_t i = 0; i < n; ++i)
+        if ((fused[i] != plain[i] || m[i] != m_plain[i] || v[i] != v_plain[i] || copy[i] != cast[i]) && mismatches++ < 5)
+          ADD_FAILURE() << dtype_name(format) << " n " << n << " element " << i << ": master " << fused[i] << " vs "
+                        << plain[i] << ", copy code " << copy[i] << " vs the cast's " << cast[i];
+      EXPECT_EQ(mismatches, 0) << dtype_name(format) << " n " << n;
+    }
+  }
+}
+
+TEST(CpuAdamW, RefusesAComputeCopyItCannotWrite) {
+  std::vector<float> x(4, 1.0f), g(4, 1.0f), m(4, 0.0f), v(4, 0.0f);
+  std::vector<uint16_t> copy(4);
+  AdamWArgs a = hyperparameters(1);
+  a.params = view(x, {4});
+  a.grads = view(g, {4});
+  a.m = view(m, {4});
+  a.v = view(v, {4});
+  a.compute = Tensor(copy.data(), {3}, DType::BF16);
+  EXPECT_THROW(cpu_backend().adamw_update(a), Error);
+  a.compute = Tensor(copy.data(), {4}, DType::E4M3);
+  try {
+    cpu_backend().adamw_update(a);
+    ADD_FAILURE() << "an E4M3 compute copy was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("e4m3"), std::string::npos) << e.what();
+  }
+}
 
 TEST(CpuAdamW, RejectsStepZero) {
   std::vector<float> x(4, 1.0f), g(4, 1.0f), m(4, 0.0f), v(4, 0.0f);

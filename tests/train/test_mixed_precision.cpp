@@ -173,6 +173,32 @@ TEST(MixedPrecision, Bf16GradientsAreStoredInBf16) {
   EXPECT_NEAR(r.grad_norm, r32.grad_norm, 1e-2 * r32.grad_norm);
 }
 
+// bf16 and fp16 with the masters on the device: AdamW writes the compute copy as it updates the masters
+// (AdamWArgs::compute), so after each step the copy is already bitwise the cast of the new masters that
+// the next forward would otherwise make (refresh_compute_weights casts them again here to compare), and
+// the forwards cast no weight. fp8 casts its weights in the forward, with each step's scales.
+TEST(MixedPrecision, TheUpdateWritesTheComputeCopyTheForwardWouldCast) {
+  for (const std::string recipe : {"bf16", "fp16", "fp8"}) {
+    TempDir dir;
+    std::vector<int32_t> inputs, targets;
+    Config c = repeating_run(dir, recipe);
+    c.train.grad_accum_steps = 2;
+    one_batch(c, inputs, targets);
+    Trainer trainer(c, config_to_yaml(c));
+    EXPECT_EQ(trainer.optimizer().writes_compute_copy(), recipe != "fp8") << recipe;
+    Arena& copy = *trainer.model().compute_weight_arena();
+    const auto* base = static_cast<const char*>(copy.base());
+    for (int step = 0; step < 3; ++step) {
+      ASSERT_TRUE(trainer.train_step(inputs, targets).applied) << recipe << " step " << step;
+      const std::vector<char> written(base, base + copy.layout().total_bytes());
+      trainer.model().refresh_compute_weights();
+      const std::vector<char> cast(base, base + copy.layout().total_bytes());
+      if (recipe != "fp8") EXPECT_TRUE(written == cast) << recipe << ": the copy after step " << step << " is not the masters' cast";
+      else EXPECT_FALSE(written == cast) << "fp8: the copy is cast at the forward, so the update leaves it stale";
+    }
+  }
+}
+
 // Current scaling takes each scale from the tensor's own amax, so nothing saturates.
 TEST(MixedPrecision, Fp8CurrentScalingNeverSaturates) {
   TempDir dir;
