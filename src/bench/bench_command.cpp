@@ -460,8 +460,10 @@ std::string bench_help() {
          "Time training steps of the configured model (the train data, or random tokens when it cannot be read) and\n"
          "report ms/step, tokens/s, model FLOPs utilisation against the matrix-product peak measured on the spot\n"
          "(cblas_sgemm at the model's GEMM shapes and thread count), and where the time goes by op and by GEMM\n"
-         "shape, with each op's memory traffic against the memory bandwidth measured on the spot. train.grad_accum_steps (or train.global_batch_tokens) sets the micro-batches per step;\n"
-         "memory.budget is not applied. Check the machine's load first: other processes skew every number.\n\n"
+         "shape, with each op's memory traffic against the memory bandwidth measured on the spot. On a GPU it also\n"
+         "times as many steps again with the profiler off, whose synchronisations slow a step (the unprofiled line).\n"
+         "train.grad_accum_steps (or train.global_batch_tokens) sets the micro-batches per step; memory.budget is\n"
+         "not applied. Check the machine's load first: other processes skew every number.\n\n"
          "options:\n" +
          options_help(kBenchOptions);
 }
