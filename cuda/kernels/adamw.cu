@@ -97,7 +97,8 @@ void adamw_update(const AdamWArgs& args, const DeviceContext& ctx) {
   const bool vector = pack_aligned(args.params) && pack_aligned(args.grads) && pack_aligned(args.m) &&
                       pack_aligned(args.v) && pack_aligned(args.compute);
   launch<adamw_kernel>(dim3(pack_grid(n, kThreads)), dim3(kThreads), 0, ctx.stream, args.params.f32(),
-                       tensor_ref(args.grads), args.m.f32(), args.v.f32(), tensor_ref(args.compute), n, constants_of(args), vector);
+                       tensor_ref(args.grads), args.m.f32(), args.v.f32(), tensor_ref(args.compute), n,
+                       constants_of(args), vector);
 }
 
 }  // namespace gpt::cuda

@@ -266,6 +266,7 @@ int run(const std::vector<std::string>& argv) {
     for (int i = 0; i < steps; ++i) unprofiled.ms.push_back(session.step().ms);
     prof.set_enabled(true);
   }
+  const double training_ms = unprofiled.ms.empty() ? times.mean() : unprofiled.mean();
   const std::string load_end = load_average();
 
   const double mean_s = times.mean() / 1e3;
@@ -292,8 +293,8 @@ int run(const std::vector<std::string>& argv) {
     fmt::print("unprofiled {} more steps without the synchronize() around each op: ms/step mean {:.1f} | median {:.1f} | "
                "min {:.1f}; tokens/s {:.1f}, {:.1f} model GFLOP/s: the rate training runs at (the figures above and the "
                "breakdown below pay for the synchronisation)\n",
-               steps, unprofiled.mean(), unprofiled.median(), unprofiled.min(),
-               static_cast<double>(step_tokens) / (unprofiled.mean() / 1e3), model_flops_per_step / (unprofiled.mean() / 1e3) / 1e9);
+               steps, training_ms, unprofiled.median(), unprofiled.min(), static_cast<double>(step_tokens) / (training_ms / 1e3),
+               model_flops_per_step / (training_ms / 1e3) / 1e9);
   fmt::print("model      {:.1f} GFLOP/s achieved", achieved / 1e9);
   if (peak) fmt::print("; MFU {:.1f}% of the measured {:.1f} GFLOP/s peak", 100.0 * achieved / 1e9 / peak->weighted_gflops(),
                        peak->weighted_gflops());
@@ -359,10 +360,10 @@ int run(const std::vector<std::string>& argv) {
   }
   fmt::print("  {:<30} {:>9.1f} {:>6.1f}%\n", "host work between ops", step_ms - ops_ms, 100.0 * (step_ms - ops_ms) / step_ms);
   if (bandwidth && memory_bound_bytes > 0.0) {
+    const double at_bandwidth_ms = memory_bound_bytes / (bandwidth->gbs() * 1e9) * 1e3;
     fmt::print("  every op but the matrix products and attention: {:.1f} MB a step in {:.1f} ms, which at the measured "
                "bandwidth would take {:.1f} ms ({:.0f}% of it reached)\n",
-               memory_bound_bytes / 1e6, memory_bound_ms, memory_bound_bytes / (bandwidth->gbs() * 1e9) * 1e3,
-               100.0 * memory_bound_bytes / (bandwidth->gbs() * 1e9) * 1e3 / memory_bound_ms);
+               memory_bound_bytes / 1e6, memory_bound_ms, at_bandwidth_ms, 100.0 * at_bandwidth_ms / memory_bound_ms);
   }
   if (flops.attention_per_token > 0.0) {
     fmt::print("  attention: {:.1f}% of the time for {:.1f}% of the model FLOPs\n",
@@ -421,9 +422,8 @@ int run(const std::vector<std::string>& argv) {
         .add("ms_per_step", times.mean())
         .add("ms_per_step_median", times.median())
         .add("tokens_per_s", static_cast<double>(step_tokens) / mean_s)
-        .add("ms_per_step_unprofiled", unprofiled.ms.empty() ? times.mean() : unprofiled.mean())
-        .add("tokens_per_s_unprofiled",
-             static_cast<double>(step_tokens) / ((unprofiled.ms.empty() ? times.mean() : unprofiled.mean()) / 1e3))
+        .add("ms_per_step_unprofiled", training_ms)
+        .add("tokens_per_s_unprofiled", static_cast<double>(step_tokens) / (training_ms / 1e3))
         .add("cpu_ms_per_step", cpu_ms)
         .add("model_gflop_per_step", model_flops_per_step / 1e9)
         .add("achieved_gflops", achieved / 1e9)

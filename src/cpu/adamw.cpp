@@ -92,11 +92,11 @@ void adamw_kernel(T* params, const T* grads, T* m, T* v, int64_t n, const AdamWA
   static_assert(kChunk % kWidth == 0);
   const AdamWConstants<T> k(a);
   const int64_t vectors = n / kWidth;
-  // Elements [begin, end): whole vectors from begin (a multiple of kWidth), the scalar tail past the
-  // last whole vector of the tensor.
+  // Elements [begin, end): whole vectors from begin (a multiple of kWidth), then scalars. Every range
+  // ends at a multiple of kWidth but the last, so the scalars are the tensor's tail past its last vector.
   auto update = [&](int64_t begin, int64_t end) {
     int64_t i = begin;
-    for (; i + kWidth <= end && i < vectors * kWidth; i += kWidth) {
+    for (; i + kWidth <= end; i += kWidth) {
       V p(params + i, stdx::element_aligned), g(grads + i, stdx::element_aligned);
       V mi(m + i, stdx::element_aligned), vi(v + i, stdx::element_aligned);
       adamw_element(p, g, mi, vi, k);

@@ -51,6 +51,9 @@ constexpr Tensor BlockParameters::* kBlockMembers[] = {
     &BlockParameters::attprojw, &BlockParameters::attprojb, &BlockParameters::ln2w, &BlockParameters::ln2b,
     &BlockParameters::fcw,  &BlockParameters::fcb,  &BlockParameters::fcprojw,  &BlockParameters::fcprojb};
 
+// The compute-weights arena's buffer for block l's slice of the master tensor `name`.
+std::string block_buffer_name(const std::string& name, int l) { return name + "." + std::to_string(l); }
+
 }  // namespace
 
 ModelParameters ParameterLayout::model_views(Arena& arena, int n_layer) const {
@@ -81,7 +84,7 @@ ArenaLayout compute_weights_layout(const ParameterLayout& masters, const Precisi
     for (size_t i = 0; i < m.buffers().size(); ++i) {
       const ArenaBuffer& b = m.buffer(i);
       if (outside_blocks(b.name)) continue;
-      layout.add(b.name + "." + std::to_string(l), std::span<const int64_t>(b.shape.data() + 1, static_cast<size_t>(b.ndim - 1)),
+      layout.add(block_buffer_name(b.name, l), std::span<const int64_t>(b.shape.data() + 1, static_cast<size_t>(b.ndim - 1)),
                  precision.compute_weight(b.name, l).dtype);
     }
   }
@@ -98,7 +101,7 @@ std::vector<ComputeCopySlice> compute_copy_slices(const ParameterLayout& masters
       continue;
     }
     for (int l = 0; l < n_layer; ++l) {
-      Tensor copy = compute.tensor(b.name + "." + std::to_string(l));
+      Tensor copy = compute.tensor(block_buffer_name(b.name, l));
       slices.push_back({i, l * copy.numel(), copy});
     }
   }

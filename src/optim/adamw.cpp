@@ -232,16 +232,14 @@ void AdamW::host_update_all(Arena& params, const Grads& grads_of, double lr, dou
 template <class Grads>
 void AdamW::update_all(Arena& params, const Grads& grads_of, double lr, double grad_scale) {
   ++step_count_;
-  if (host_ == nullptr && !compute_slices_.empty()) {
+  if (host_ == nullptr) {
     for (const ComputeCopySlice& s : compute_slices_) {
       const int64_t n = s.copy.numel();
       update(s.tensor, s.offset, range_view(params, s.tensor).elements(s.offset, n),
              grads_of(s.tensor).elements(s.offset, n), lr, grad_scale, s.copy);
     }
-    return;
-  }
-  if (host_ == nullptr) {
-    for (size_t i = 0; i < ranges_.size(); ++i) update(i, 0, range_view(params, i), grads_of(i), lr, grad_scale);
+    if (compute_slices_.empty())
+      for (size_t i = 0; i < ranges_.size(); ++i) update(i, 0, range_view(params, i), grads_of(i), lr, grad_scale);
     return;
   }
   host_update_all(params, grads_of, lr, grad_scale);
