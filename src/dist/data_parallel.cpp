@@ -251,16 +251,20 @@ void DataParallel::broadcast_parameters() {
   if (comm_.world_size() == 1) return;
   Arena& params = model_.parameter_arena();
   const auto total = static_cast<int64_t>(params.layout().total_bytes());
-  if (!model_.masters_on_host()) {
+  // Masters the device's communicator reaches: the device's own, or host masters where device memory is
+  // the host's.
+  if (!model_.masters_on_host() || backend_.capabilities().device_memory_is_host) {
     for (int64_t begin = 0; begin < total; begin += kBroadcastBytes) {
       const int64_t n = std::min(kBroadcastBytes, total - begin);
       comm_.broadcast(Tensor(static_cast<char*>(params.base()) + begin, {n}, DType::U8, backend_.device()), 0);
     }
     return;
   }
-  // Host masters, which the device's communicator may not reach: piece by piece through the device's staging
-  // buffer, host -> staging -> broadcast -> host, on every rank (rank 0's copy back rewrites its own bits).
-  const Tensor staging = model_.master_staging_arena()->tensor(0);
+  // Host masters, which the device's communicator may not reach: piece by piece through device memory the
+  // model lends (its staging buffer, or its compute copy, cast again by the next forward), host -> device ->
+  // broadcast -> host, on every rank (rank 0's copy back rewrites its own bits).
+  const Tensor staging = model_.master_bounce_buffer();
+  GPT_CHECK(staging.bytes() > 0, "broadcast_parameters: the model has no device buffer for its host masters");
   const auto piece = static_cast<int64_t>(staging.bytes());
   char* const base = static_cast<char*>(params.base());
   for (int64_t begin = 0; begin < total; begin += piece) {

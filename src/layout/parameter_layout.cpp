@@ -121,6 +121,11 @@ ArenaLayout master_staging_layout(const ParameterLayout& masters, int n_layer) {
   return layout;
 }
 
+HostMastersPath host_masters_path(bool fp8, bool device_memory_is_host) {
+  if (device_memory_is_host) return HostMastersPath::Direct;
+  return fp8 ? HostMastersPath::Staging : HostMastersPath::HostCopy;
+}
+
 ModelParameters compute_weight_views(Arena& arena, int n_layer) {
   ModelParameters m;
   m.wte = arena.tensor("wte");

@@ -95,4 +95,14 @@ std::vector<ComputeCopySlice> compute_copy_slices(const ParameterLayout& masters
 // after another, start aligned.
 ArenaLayout master_staging_layout(const ParameterLayout& masters, int n_layer);
 
+// With the FP32 masters in host memory (memory.offload: optimizer under a narrow recipe), how the device's
+// compute copy is made from them; the model allocates, and the ledger plans, what the answer names.
+//   Direct: device memory is the host's (the CPU): the copy is cast from the masters where they are.
+//   HostCopy: the host casts (or the host AdamW writes) the copy into a twin of it in pinned host memory,
+//     and the copy crosses the bus in the compute format, 2 bytes a weight, each tensor to its place.
+//   Staging: fp8, whose FP8 weights take their scales from the FP32 masters on the device: the masters
+//     cross a slice at a time into the device's staging buffer (master_staging_layout) and are cast there.
+enum class HostMastersPath { Direct, HostCopy, Staging };
+HostMastersPath host_masters_path(bool fp8, bool device_memory_is_host);
+
 }  // namespace gpt

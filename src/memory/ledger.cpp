@@ -25,7 +25,7 @@ std::string MemoryLedger::table() const {
       parameters, host_parameters);
   if (frozen_weights > 0) row("parameters: frozen base (compute format)", frozen_weights);
   if (master_staging > 0) row("parameters: FP32 staging (masters on the host)", master_staging);
-  if (compute_weights > 0) row("parameters: compute copy (16/8-bit)", compute_weights);
+  if (compute_weights > 0) row("parameters: compute copy (16/8-bit)", compute_weights, host_compute_weights);
   row("gradients", gradients, host_gradients);
   row("optimizer state (AdamW m, v)", optimizer, host_optimizer);
   for (int u = 0; u < kActivationUses; ++u) row(std::string("activations: ") + activation_use_name(static_cast<ActivationUse>(u)), activation[u]);

@@ -21,8 +21,9 @@ struct MemoryLedger {
   uint64_t frozen_weights = 0;
   uint64_t adapter_scratch = 0;
   uint64_t compute_weights = 0;  // BF16/F16 copy of the FP32 masters for the matrix products (mixed precision)
-  // With the FP32 masters in host memory only (masters_on_host in planner.h; then `parameters` is 0): the
-  // device's staging buffer the compute copy is cast from, a block's slice of the largest tensor.
+  // With the FP32 masters in host memory only (masters_on_host in planner.h; then `parameters` is 0) under
+  // fp8 on a GPU: the device's staging buffer the compute copy is cast from, a block's slice of the largest
+  // tensor (host_masters_path in layout/parameter_layout.h).
   uint64_t master_staging = 0;
   uint64_t gradients = 0;
   uint64_t optimizer = 0;  // AdamW m and v
@@ -44,6 +45,9 @@ struct MemoryLedger {
   uint64_t host_parameters = 0;
   uint64_t host_gradients = 0;
   uint64_t host_optimizer = 0;
+  // With the FP32 masters in host memory in bf16/fp16 on a GPU: the compute copy's host twin, which the
+  // host writes and which crosses the bus in the compute format.
+  uint64_t host_compute_weights = 0;
   uint64_t activations() const;
   // Device bytes of the weights: the FP32 masters (or their staging buffer), a LoRA run's frozen base and
   // the compute copy.
@@ -53,7 +57,7 @@ struct MemoryLedger {
     return weights() + gradients + optimizer + activations() + adapter_scratch + communication + fp8_state +
            backend_workspace;
   }
-  uint64_t host_total() const { return host_parameters + host_gradients + host_optimizer; }
+  uint64_t host_total() const { return host_parameters + host_compute_weights + host_gradients + host_optimizer; }
   // One line per component: its device bytes, and its host bytes when any component has some.
   std::string table() const;
 };

@@ -324,9 +324,13 @@ LeverRow evaluate_lever(const Lever& lever, const Config& config, const BackendC
   row.ledger = variant_ledger(row.variant, backend);
   row.flops = step_flops(c.model, c.train.batch_size, c.train.seq_len, resolve_recompute(c.recompute, c.model.n_layer),
                          backend.attention_keeps_probs, LoraSpec::from_config(c.finetune));
-  // Offload moves each step's gradients to the host and the updated FP32 weights back (into the device's
-  // masters, or through the staging buffer into the compute copy).
-  if (c.memory.offload == "optimizer") row.host_traffic_per_step = row.ledger.gradients + row.ledger.host_parameters;
+  // Offload moves each step's gradients to the host and the updated weights back: the compute copy in its
+  // format from its host twin, or the FP32 weights (into the device's masters, or under fp8 through the
+  // staging buffer into the compute copy).
+  if (c.memory.offload == "optimizer")
+    row.host_traffic_per_step = row.ledger.gradients + (row.ledger.host_compute_weights > 0
+                                                            ? row.ledger.host_compute_weights
+                                                            : row.ledger.host_parameters);
   if (row.variant.ranks > 1)
     row.bytes_sent_per_step =
         data_parallel_memory(c.model, row.variant.ranks, c.dist.zero, reduce_dtype(c)).bytes_sent_per_step;

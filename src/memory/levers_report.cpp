@@ -89,13 +89,14 @@ std::string lever_report(const LeverTable& table, const BackendCapabilities& bac
   if (!notes.empty()) out += "\n";
   out += "\nparams: the FP32 masters, the compute copy of the weights (16/8-bit recipes) and a LoRA run's frozen\n"
          "base. Under offload with a 16/8-bit recipe the masters are in host memory only and params holds the\n"
-         "compute copy and an FP32 staging buffer of one block's largest tensor that they are cast from; in fp32\n"
-         "the forward reads the masters, which stay on the device.\n"
+         "compute copy (under fp8 also an FP32 staging buffer of one block's largest tensor that they are cast\n"
+         "from); in fp32 the forward reads the masters, which stay on the device.\n"
          "other: communication buffers, the FP8 scaling state, the backend's own workspace and LoRA scratch; the\n"
          "columns sum to total, the ledger's total for that row's config (gpt-train plan --set ... shows its\n"
          "lines); every column before host is device memory. host: what optimizer offload keeps in host memory\n"
-         "(FP32 masters, the gradients' host copy, AdamW moments); host/step: the gradients copied to the host and\n"
-         "the FP32 weights written back each optimizer step.\n"
+         "(FP32 masters, in bf16/fp16 the compute copy's twin, the gradients' host copy, AdamW moments);\n"
+         "host/step: the gradients copied to the host and the weights written back each optimizer step (the\n"
+         "compute copy in its format from the twin; the FP32 weights in fp32 and fp8).\n"
          "extra fwd: forward FLOPs recomputed per step as a share of a plain step (forward + backward). Accumulation\n"
          "costs none, but smaller micro-batches keep the matrix products less busy: measure with gpt-train bench.\n"
          "sent/step: bytes each rank sends per optimizer step (ring algorithms): the gradients' all-reduce, or under\n"
@@ -159,6 +160,7 @@ nlohmann::ordered_json lever_report_json(const LeverTable& table, const BackendC
     ledger["host_parameters"] = l.host_parameters;
     ledger["host_gradients"] = l.host_gradients;
     ledger["host_optimizer"] = l.host_optimizer;
+    ledger["host_compute_weights"] = l.host_compute_weights;
     r["ledger"] = ledger;
     r["bytes"]["host"] = l.host_total();
     r["bytes_sent_per_step"] = bytes_sent(row);

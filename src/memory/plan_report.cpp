@@ -67,9 +67,10 @@ std::string plan_report(const Config& config, std::optional<uint64_t> budget, co
     out += "\nmemory.offload: optimizer: the FP32 masters, a host copy of the gradients and the AdamW moments live in\n"
            "host memory (the host column) and AdamW runs on the host; the device keeps the compute copy, the\n"
            "gradients and the activations, and every device column and total leaves the optimizer out. Its FP32\n"
-           "weights stay in fp32 (the forward reads them) and over several ranks (the collectives move them);\n"
-           "otherwise a staging buffer of one block's largest tensor replaces them, through which the host masters\n"
-           "are cast into the compute copy.\n";
+           "weights stay in fp32 (the forward reads them); under bf16/fp16 the host writes the compute copy into\n"
+           "a twin of it in host memory, which crosses the bus in the compute format; under fp8 a staging buffer\n"
+           "of one block's largest tensor replaces them, through which the host masters are cast into the\n"
+           "compute copy with their scales.\n";
   out += "\nextra fwd: forward FLOPs recomputed per step as a share of a plain step (forward + backward),\n"
          "counting matrix products and attention; GELU and LayerNorm recomputation cost no such FLOPs.\n";
   if (ledger.backend_workspace > 0)

@@ -50,15 +50,22 @@ MemoryLedger ledger_for(const Config& config, const RecomputePolicy& policy, int
   if (config.memory.offload == "optimizer") {
     // The host holds the FP32 masters AdamW updates, a copy of the gradients it reads and the moments; the
     // device the gradients and the activations, and no optimizer state. Its FP32 weights are what the
-    // forward reads in fp32; under a narrow recipe they give way to the staging buffer that the host
-    // masters are cast from into the compute copy (masters_on_host), on every rank of a data-parallel run.
+    // forward reads in fp32; under a narrow recipe they leave the device (masters_on_host), on every rank
+    // of a data-parallel run, and the compute copy is made from them as host_masters_path says: from its
+    // twin on the host, or under fp8 through a staging buffer on the device.
     ledger.host_parameters = ledger.parameters;
     ledger.host_gradients = ledger.gradients;
     ledger.host_optimizer = ledger.optimizer;
     ledger.optimizer = 0;
     if (masters_on_host(config)) {
-      ledger.master_staging = master_staging_layout(masters, config.model.n_layer).total_bytes();
       ledger.parameters = 0;
+      switch (host_masters_path(precision.recipe().recipe == RecipeKind::Fp8, backend.device_memory_is_host)) {
+        case HostMastersPath::Direct: break;
+        case HostMastersPath::HostCopy: ledger.host_compute_weights = ledger.compute_weights; break;
+        case HostMastersPath::Staging:
+          ledger.master_staging = master_staging_layout(masters, config.model.n_layer).total_bytes();
+          break;
+      }
     }
   }
   return ledger;

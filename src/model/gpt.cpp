@@ -113,7 +113,17 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
               "and without LoRA; this model has {}{}",
               precision.recipe == RecipeKind::Fp32 ? "the fp32 recipe" : "a narrow recipe",
               lora.enabled() ? " and LoRA adapters" : "");
-    master_staging_ = std::make_unique<Arena>(master_staging_layout(layout_, config.n_layer), backend_);
+    masters_on_host_ = true;
+    switch (host_masters_path(precision.recipe == RecipeKind::Fp8, backend.capabilities().device_memory_is_host)) {
+      case HostMastersPath::Direct: break;
+      case HostMastersPath::HostCopy:
+        host_compute_ = std::make_unique<Arena>(compute_weights_layout(layout_, precision_), *masters_host, &backend);
+        host_compute_views_ = compute_weight_views(*host_compute_, config.n_layer);
+        break;
+      case HostMastersPath::Staging:
+        master_staging_ = std::make_unique<Arena>(master_staging_layout(layout_, config.n_layer), backend_);
+        break;
+    }
     part_fresh_.assign(static_cast<size_t>(config.n_layer) + 1, false);
   }
   // Zero everything once, alignment gaps included, so flat reductions over an arena are exact.
@@ -124,6 +134,7 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
                   0.0f});
   };
   zero(&params_arena_, masters_backend_);
+  zero(host_compute_.get(), masters_backend_);
   for (Arena* arena : {&grads_arena_, &acts_arena_, compute_arena_.get(), master_staging_.get(), base_arena_.get(),
                        lora_compute_arena_.get(), lora_scratch_.get()})
     zero(arena, backend_);
@@ -262,8 +273,8 @@ void GPT::produce(int l, BlockTensor t, const Tensor& dst, Produce&& op) {
 }
 
 std::vector<ComputeCopySlice> GPT::compute_copy_slices() {
-  if (!compute_arena_ || fp8_ || lora_.enabled() || master_staging_) return {};
-  return gpt::compute_copy_slices(layout_, *compute_arena_, config_.n_layer);
+  if (!compute_arena_ || fp8_ || lora_.enabled()) return {};
+  return gpt::compute_copy_slices(layout_, host_compute_ ? *host_compute_ : *compute_arena_, config_.n_layer);
 }
 
 void GPT::refresh_compute_weights() {
@@ -274,45 +285,71 @@ void GPT::refresh_compute_weights() {
     return;
   }
   // The masters may have changed since the last forward (an optimizer step, a load): every part that the
-  // update has not cast already is cast now.
+  // update has not written already is cast now.
   for (int part = -1; part < config_.n_layer; ++part) {
     const size_t index = static_cast<size_t>(part < 0 ? config_.n_layer : part);
     if (part_fresh_.empty() || !part_fresh_[index]) cast_part(part);
   }
+  // The forward reads what crossed the bus.
+  if (host_compute_) backend_.order_after_transfers();
   compute_stale_ = false;
   part_fresh_.assign(part_fresh_.size(), false);
 }
 
-void GPT::refresh_compute_part(int block) {
-  if (!master_staging_ || fp8_) return;
-  GPT_CHECK(block >= -1 && block < config_.n_layer, "refresh_compute_part: block {} outside [-1, {})", block,
+Tensor GPT::master_bounce_buffer() {
+  if (master_staging_) return master_staging_->tensor(0);
+  if (!compute_arena_) return {};
+  mark_compute_stale();
+  return Tensor(compute_arena_->base(), {static_cast<int64_t>(compute_arena_->layout().total_bytes())}, DType::U8,
+                backend_.device());
+}
+
+void GPT::compute_part_written(int block) {
+  GPT_CHECK(masters_on_host_ && !fp8_, "compute_part_written: only a model with its masters on the host, "
+            "outside fp8, has its compute copy written by the host's update");
+  GPT_CHECK(block >= -1 && block < config_.n_layer, "compute_part_written: block {} outside [-1, {})", block,
             config_.n_layer);
-  cast_part(block);
+  if (host_compute_)
+    for_each_part_tensor(block, [&](const Tensor& dst, const Tensor&, const Tensor& twin) {
+      backend_.transfer_to_device(dst.data, twin.data, dst.bytes());
+    });
   part_fresh_[static_cast<size_t>(block < 0 ? config_.n_layer : block)] = true;
 }
 
-// FP8 weights are cast from the FP32 masters with their scales, as the GPU casts them, not from BF16.
-void GPT::cast_part(int block) {
+template <class F>
+void GPT::for_each_part_tensor(int block, F&& f) {
+  const ModelParameters* twin = host_compute_ ? &host_compute_views_ : nullptr;
   if (block < 0) {
     for (Tensor ModelParameters::* member : {&ModelParameters::wte, &ModelParameters::wpe, &ModelParameters::lnfw,
                                              &ModelParameters::lnfb})
-      cast_master(compute_.*member, masters_.*member);
+      f(compute_.*member, masters_.*member, twin ? twin->*member : Tensor{});
     return;
   }
-  const BlockParameters &dst = compute_.blocks[static_cast<size_t>(block)],
-                        &src = masters_.blocks[static_cast<size_t>(block)];
+  const auto b = static_cast<size_t>(block);
   for (Tensor BlockParameters::* member :
        {&BlockParameters::ln1w, &BlockParameters::ln1b, &BlockParameters::qkvw, &BlockParameters::qkvb,
         &BlockParameters::attprojw, &BlockParameters::attprojb, &BlockParameters::ln2w, &BlockParameters::ln2b,
         &BlockParameters::fcw, &BlockParameters::fcb, &BlockParameters::fcprojw, &BlockParameters::fcprojb})
-    cast_master(dst.*member, src.*member);
+    f(compute_.blocks[b].*member, masters_.blocks[b].*member, twin ? twin->blocks[b].*member : Tensor{});
 }
 
-void GPT::cast_master(const Tensor& dst, const Tensor& src) {
+// FP8 weights are cast from the FP32 masters with their scales, as the GPU casts them, not from BF16.
+void GPT::cast_part(int block) {
+  for_each_part_tensor(block, [&](const Tensor& dst, const Tensor& src, const Tensor& twin) { cast_master(dst, src, twin); });
+}
+
+void GPT::cast_master(const Tensor& dst, const Tensor& src, const Tensor& twin) {
   auto cast = [&](const Tensor& to, const Tensor& from) {
     if (to.scaling) cast_fp8(to, from);
     else backend_.cast({to, from});
   };
+  if (host_compute_) {
+    // The host's cast (the same rounding as the device's) into the copy's twin, which crosses in the
+    // compute format; the copy starts once the ops queued before it, which may read dst, have run.
+    masters_backend_.cast({twin, src});
+    backend_.transfer_to_device(dst.data, twin.data, dst.bytes());
+    return;
+  }
   if (!master_staging_) return cast(dst, src);
   // A cast is elementwise, so a tensor cast piece by piece gets the bits it gets whole; a scaled one (an FP8
   // weight, whose current scale is the amax of all of it) is a block slice, which the staging holds.

@@ -47,9 +47,11 @@ class GPT {
   // parameters (parameter_layout(), the parameter and gradient arenas, num_parameters()) are the adapters.
   // masters_host: where given, the FP32 masters live in that backend's memory (the host's, for
   // memory.offload: optimizer, whose AdamW updates them there), not on the device, which holds the compute
-  // copy and a staging buffer (master_staging_layout) that the masters cross a slice at a time to be cast
-  // into it; pinned through `backend` where it gives pinned memory, so that those copies run on its copy
-  // stream. Needs a recipe with a compute copy and no LoRA.
+  // copy. How it is made from them is host_masters_path's (layout/parameter_layout.h): in bf16/fp16 from a
+  // twin of it in host memory, which crosses the bus in the compute format; under fp8 through a staging
+  // buffer on the device (master_staging_layout) that the masters cross a slice at a time to be cast with
+  // their scales. The host arenas are pinned through `backend` where it gives pinned memory, so that those
+  // copies run on its copy stream. Needs a recipe with a compute copy and no LoRA.
   GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backend, DType dtype = DType::F32,
       const RecomputePolicy& recompute = {}, const PrecisionRecipe& precision = {}, const LoraSpec& lora = {},
       Backend* masters_host = nullptr);
@@ -79,12 +81,23 @@ class GPT {
     mark_compute_stale();
     return params_arena_;
   }
-  bool masters_on_host() const { return master_staging_ != nullptr; }
-  // With the masters on the host: whether they are the device backend's pinned memory (else ordinary memory,
-  // where pinning was refused or the backend has none, each copy to the staging buffer holding the host).
-  bool masters_pinned() const { return masters_on_host() && params_arena_.pinned(); }
-  // With the masters on the host: the device's staging buffer they are cast from; null otherwise.
+  bool masters_on_host() const { return masters_on_host_; }
+  // With the masters on the host: whether they, and the compute copy's host twin where there is one, are the
+  // device backend's pinned memory (else ordinary memory, where pinning was refused or the backend has none,
+  // each copy from it holding the host).
+  bool masters_pinned() const {
+    return masters_on_host_ && params_arena_.pinned() && (!host_compute_ || host_compute_->pinned());
+  }
+  // With the masters on the host under fp8 on a GPU: the device's staging buffer they are cast from; null
+  // otherwise.
   Arena* master_staging_arena() { return master_staging_.get(); }
+  // With the masters on the host in bf16/fp16 on a GPU: the compute copy's twin in host memory, which the
+  // host casts or updates into and which crosses the bus in the compute format; null otherwise.
+  Arena* host_compute_arena() { return host_compute_.get(); }
+  // Device memory that host masters may cross through, bytes at a time, outside a step (the data-parallel
+  // broadcast at start): the staging buffer, or else the compute copy itself, which is stale from then on,
+  // so the next forward casts it again. Null where the device has neither.
+  Tensor master_bounce_buffer();
   Arena& gradient_arena() { return grads_arena_; }
   Arena& activation_arena() { return acts_arena_; }
   // The compute copy of the weights; null in fp32.
@@ -92,7 +105,8 @@ class GPT {
   // The compute copy as slices of the masters, for an optimizer that writes it as it updates them
   // (AdamW::write_compute_copy); empty where the forward casts it: fp32 (there is none), fp8 (each step's
   // first forward casts every weight, the FP8 ones with that step's scales), LoRA (the copy is the
-  // adapters'), masters in host memory (cast through the staging buffer).
+  // adapters'). With the masters on the host the slices are of the host twin where there is one (the
+  // optimizer, on the host, writes it; compute_part_written sends it).
   std::vector<ComputeCopySlice> compute_copy_slices();
   // The optimizer has just written the whole compute copy from the masters it updated.
   void compute_copy_written() { compute_stale_ = false; }
@@ -124,12 +138,11 @@ class GPT {
   // Block l's adapter on target t without dropout, out += s in A^T B^T (nothing without one): what the
   // forward adds after the base product, for a decoder that runs the products itself.
   void lora_inference(int l, LoraTarget t, const Tensor& out, const Tensor& in);
-  // With the masters on the host: casts block `block`'s slices of them ([0, L), or -1 for the tensors
-  // outside the blocks) into the compute copy now. The offloaded AdamW calls it as it finishes each block,
-  // so that the copy over the bus and the casts run on the device beside the update of the next blocks;
-  // the next forward casts only what has not been. Nothing under fp8, whose first forward of each step
-  // casts every weight with that step's scales, nor with the masters on the device.
-  void refresh_compute_part(int block);
+  // With the masters on the host, outside fp8: the offloaded AdamW has just written block `block`'s part
+  // ([0, L), or -1 for the tensors outside the blocks) of the compute_copy_slices as it updated its masters;
+  // its part of the host twin is queued to the device now, so that it crosses the bus beside the update of
+  // the next blocks, and the next forward casts only what has not been written.
+  void compute_part_written(int block);
 
   // GPT-2 initialisation: N(0, init_std), residual projections N(0, init_std/sqrt(2L)), biases 0,
   // LayerNorm gains 1; padded vocabulary rows 0. Under LoRA this draws the base, then init_adapters(seed).
@@ -196,11 +209,15 @@ class GPT {
   void produce(int l, BlockTensor t, const Tensor& dst, Produce&& op);
   // Casts src into the FP8 tensor dst through its scaling slot, scaling it first under current scaling.
   void cast_fp8(const Tensor& dst, const Tensor& src);
-  // Casts the master tensor src into its compute copy dst: directly, or with the masters on the host through
-  // the staging buffer, in pieces of its size (one piece for a tensor with a scale, whose slice fits).
-  void cast_master(const Tensor& dst, const Tensor& src);
+  // Casts the master tensor src into its compute copy dst: directly; with the masters on the host, on the
+  // host into dst's twin, which then crosses to dst; or through the staging buffer, in pieces of its size
+  // (one piece for a tensor with a scale, whose slice fits).
+  void cast_master(const Tensor& dst, const Tensor& src, const Tensor& twin);
   // Casts block `block`'s masters (-1: the tensors outside the blocks) into the compute copy.
   void cast_part(int block);
+  // f(compute copy, master, host twin or an empty tensor) for each tensor of block `block` (-1: outside).
+  template <class F>
+  void for_each_part_tensor(int block, F&& f);
   // The masters may have changed: the whole compute copy is stale.
   void mark_compute_stale() {
     compute_stale_ = true;
@@ -222,12 +239,15 @@ class GPT {
   Arena params_arena_, grads_arena_, acts_arena_;
   ParameterTensors params_, grads_;
   ModelParameters masters_, grad_blocks_;  // params_ and grads_ per block
-  std::unique_ptr<Arena> master_staging_;  // with the masters on the host; null otherwise
+  bool masters_on_host_ = false;
+  std::unique_ptr<Arena> master_staging_;  // the masters on the host under fp8 on a GPU; null otherwise
+  std::unique_ptr<Arena> host_compute_;    // the masters on the host in bf16/fp16 on a GPU; null otherwise
+  ModelParameters host_compute_views_;
   std::unique_ptr<Arena> compute_arena_;  // the compute copy of the weights; null in fp32
   ModelParameters compute_;               // the compute copy, or the masters per block
   bool compute_stale_ = true;             // the masters may differ from what compute_ was cast from
   // With the masters on the host: the parts (blocks 0..L-1, then the tensors outside them) that
-  // refresh_compute_part has cast since compute_stale_ was set; empty otherwise.
+  // the update has written since compute_stale_ was set (compute_part_written); empty otherwise.
   std::vector<bool> part_fresh_;
   std::unique_ptr<Fp8State> fp8_;
   // LoRA: the frozen base (compute format), the adapters' compute copy (null in fp32) and per-block views

@@ -116,8 +116,9 @@ Tensor AdamW::range_view(Arena& arena, size_t i) {
 }
 
 void AdamW::write_compute_copy(std::vector<ComputeCopySlice> slices) {
-  GPT_CHECK(owns_all_ && host_ == nullptr, "AdamW::write_compute_copy: the update writes the compute copy only when it "
-            "owns every parameter on the device (not a ZeRO-1 shard, not offloaded)");
+  GPT_CHECK(owns_all_ && (host_ == nullptr || masters_in_parameters_),
+            "AdamW::write_compute_copy: the update writes the compute copy only when it owns every parameter (not a "
+            "ZeRO-1 shard), on the device or offloaded with the masters in the parameter arena");
   GPT_CHECK(!ranges_.empty() && !slices.empty(), "AdamW::write_compute_copy: no parameters or no slices");
   size_t tensor = 0;  // the slices' tensor so far, and its next element
   int64_t next = 0;
@@ -131,6 +132,18 @@ void AdamW::write_compute_copy(std::vector<ComputeCopySlice> slices) {
   GPT_CHECK(tensor + 1 == ranges_.size() && next == ranges_.back().count,
             "AdamW::write_compute_copy: the slices end at tensor {}'s element {}, not at the end of the last tensor",
             tensor, next);
+  // Offloaded, each unit's piece of a tensor is one slice: the update writes it as it updates the piece.
+  for (Unit& unit : units_) {
+    for (Piece& p : unit.pieces) {
+      const auto slice = std::find_if(slices.begin(), slices.end(), [&](const ComputeCopySlice& c) {
+        return c.tensor == ranges_[p.range].tensor && c.offset == p.offset;
+      });
+      GPT_CHECK(slice != slices.end() && slice->copy.numel() == p.count,
+                "AdamW::write_compute_copy: no slice is elements [{}, {}) of tensor {}, an offloaded unit's piece",
+                p.offset, p.offset + p.count, ranges_[p.range].tensor);
+      p.compute_slice = slice - slices.begin();
+    }
+  }
   compute_slices_ = std::move(slices);
 }
 
@@ -209,7 +222,8 @@ void AdamW::host_update_all(Arena& params, const Grads& grads_of, double lr, dou
     const auto adamw_start = Clock::now();
     for (const Piece& p : unit.pieces)
       update(p.range, p.offset, masters(p.range).elements(p.offset, p.count),
-             host_grads_->tensor(p.range).elements(p.offset, p.count), lr, grad_scale);
+             host_grads_->tensor(p.range).elements(p.offset, p.count), lr, grad_scale,
+             p.compute_slice >= 0 ? compute_slices_[static_cast<size_t>(p.compute_slice)].copy : Tensor{});
     adamw_seconds += std::chrono::duration<double>(Clock::now() - adamw_start).count();
     for (const Piece& p : unit.pieces) {
       if (p.count == 0 || masters_in_parameters_) continue;

@@ -30,9 +30,9 @@
 // Where the model keeps its FP32 masters in host memory itself (GPT's masters_host: a narrow recipe), the
 // parameter arena the update is given is those masters: AdamW updates them (or its shard's ranges of them)
 // in place, keeps no copy and sends nothing back itself. Owning every tensor whole, as each unit is done it
-// calls the hook set by on_masters_updated, through which the model casts that block's compute copy from
-// them (over its staging buffer) while the next units update; over a shard the data-parallel all-gather
-// brings the other ranks' ranges in first, so the hook is not called.
+// calls the hook set by on_masters_updated, through which the model sends that block's compute copy, which
+// the update wrote into its host twin (write_compute_copy), while the next units update; over a shard the
+// data-parallel all-gather brings the other ranks' ranges in first, so the hook is not called.
 #pragma once
 
 #include "backend/backend.h"
@@ -89,8 +89,10 @@ class AdamW {
 
   // The update also writes the weights' compute copy: each slice's masters, once updated, go into its
   // BF16/F16 `copy` too (AdamWArgs::compute), with the bits a cast would give, so the next forward need
-  // not cast them. For an optimizer that owns every tensor whole on the device (no shard, no offload);
-  // the slices must tile each tensor in order.
+  // not cast them. For an optimizer that owns every tensor whole (no shard): on the device, or offloaded
+  // with the masters in the parameter arena, where the copy is in the state backend's memory (the model's
+  // host twin of it, which the hook set by on_masters_updated sends on) and each unit's piece of a tensor
+  // must be one slice. The slices must tile each tensor in order.
   void write_compute_copy(std::vector<ComputeCopySlice> slices);
   bool writes_compute_copy() const { return !compute_slices_.empty(); }
 
@@ -124,6 +126,7 @@ class AdamW {
   struct Piece {
     size_t range = 0;
     int64_t offset = 0, count = 0;
+    int64_t compute_slice = -1;  // the write_compute_copy slice the update writes it into; -1: none
   };
   int num_units() const { return static_cast<int>(units_.size()); }
   const std::vector<Piece>& unit_pieces(int u) const { return units_.at(static_cast<size_t>(u)).pieces; }

@@ -45,6 +45,7 @@ void check_fits_host_memory(std::span<const MemoryLedger> node_ledgers, const Ho
     sum.host_parameters += l.host_parameters;
     sum.host_gradients += l.host_gradients;
     sum.host_optimizer += l.host_optimizer;
+    sum.host_compute_weights += l.host_compute_weights;
   }
   const uint64_t needed = sum.host_total() + (device_memory_is_host ? sum.total() : 0);
   if (needed <= host.available) return;
@@ -52,8 +53,9 @@ void check_fits_host_memory(std::span<const MemoryLedger> node_ledgers, const Ho
   const std::string who = ranks > 1 ? fmt::format("the {} ranks on this node need", ranks) : "the run needs";
   const std::string offloaded =
       sum.host_total() > 0
-          ? fmt::format("memory.offload: optimizer keeps {} on the host (FP32 masters {}, gradients {}, AdamW {}{})",
+          ? fmt::format("memory.offload: optimizer keeps {} on the host (FP32 masters {}{}, gradients {}, AdamW {}{})",
                         format_bytes(sum.host_total()), format_bytes(sum.host_parameters),
+                        sum.host_compute_weights > 0 ? ", compute copy " + format_bytes(sum.host_compute_weights) : "",
                         format_bytes(sum.host_gradients), format_bytes(sum.host_optimizer),
                         ranks > 1 ? ", over its ranks" : "")
           : "";

@@ -306,9 +306,10 @@ void Trainer::log_start() const {
                  optimizer_->num_elements(), model_->num_parameters(), format_bytes(optimizer_->state_bytes()),
                  format_bytes(2 * ledger.parameters), optimizer_->offloaded() ? ", in host memory" : "");
   if (optimizer_->offloaded())
-    spdlog::info("memory.offload: optimizer: {} in host memory (FP32 masters {}, gradients' copy {}, AdamW {}); AdamW "
-                 "runs on the host",
+    spdlog::info("memory.offload: optimizer: {} in host memory (FP32 masters {}{}, gradients' copy {}, AdamW {}); "
+                 "AdamW runs on the host",
                  format_bytes(ledger.host_total()), format_bytes(ledger.host_parameters),
+                 ledger.host_compute_weights > 0 ? ", compute copy " + format_bytes(ledger.host_compute_weights) : "",
                  format_bytes(ledger.host_gradients), format_bytes(ledger.host_optimizer));
   const std::string ledger_text =
       fmt::format("memory ledger (recompute {}, precision {}), planned before allocation:\n{}",

@@ -55,6 +55,7 @@ void expect_same_ledger(const MemoryLedger& got, const MemoryLedger& want, const
   SCOPED_TRACE(row);
   EXPECT_EQ(got.parameters, want.parameters);
   EXPECT_EQ(got.master_staging, want.master_staging);
+  EXPECT_EQ(got.host_compute_weights, want.host_compute_weights);
   EXPECT_EQ(got.frozen_weights, want.frozen_weights);
   EXPECT_EQ(got.adapter_scratch, want.adapter_scratch);
   EXPECT_EQ(got.compute_weights, want.compute_weights);
@@ -195,17 +196,21 @@ TEST(Levers, EachRowIsTheLedgerOfItsLeversConfig) {
     if (const auto w = want.find(row.name); w != want.end()) {
       expect_same_ledger(row.ledger, ledger_of(w->second), row.name);
       EXPECT_EQ(row.bytes_sent_per_step, 0.0);
-      // Offload's traffic: the gradients to the host and the FP32 weights back, each optimizer step.
-      EXPECT_EQ(row.host_traffic_per_step, w->second.memory.offload == "optimizer"
-                                               ? row.ledger.gradients + row.ledger.host_parameters
-                                               : 0);
+      // Offload's traffic each optimizer step: the gradients to the host and the weights back, in the
+      // compute format from the copy's host twin where there is one, else the FP32 weights.
+      const uint64_t weights_back =
+          row.ledger.host_compute_weights > 0 ? row.ledger.host_compute_weights : row.ledger.host_parameters;
+      EXPECT_EQ(row.host_traffic_per_step,
+                w->second.memory.offload == "optimizer" ? row.ledger.gradients + weights_back : 0);
       if (w->second.memory.offload == "optimizer") {
         EXPECT_EQ(row.ledger.optimizer, 0u);
         EXPECT_GT(row.ledger.host_optimizer, 0u);
-        // Stacked on bf16 the FP32 masters leave the device for the staging buffer; alone, on the FP32
-        // baseline, the forward reads them there.
-        const bool narrow_recipe = w->second.precision.recipe != "fp32";
-        EXPECT_EQ(row.ledger.master_staging > 0, narrow_recipe);
+        // Stacked on bf16 the FP32 masters leave the device, and the compute copy gets a twin on the host
+        // (fp8: a staging buffer on the device); alone, on the FP32 baseline, the forward reads them there.
+        const std::string& recipe = w->second.precision.recipe;
+        const bool narrow_recipe = recipe != "fp32";
+        EXPECT_EQ(row.ledger.master_staging > 0, recipe == "fp8");
+        EXPECT_EQ(row.ledger.host_compute_weights, narrow_recipe && recipe != "fp8" ? row.ledger.compute_weights : 0u);
         EXPECT_EQ(row.ledger.parameters == 0, narrow_recipe);
         EXPECT_EQ(row.params(), row.ledger.parameters + row.ledger.master_staging + row.ledger.compute_weights);
       }
@@ -286,16 +291,17 @@ TEST(Levers, TheDataParallelLedgerIsEachRanksOwnStateOnTheHostAndTheDevice) {
       c.memory.offload = "optimizer";
       DataParallel zero(model, comm, 1);
       // bf16: the FP32 masters are the model's on the host, all of them on every rank, which AdamW updates
-      // in place; the gradients' copy and the moments are the shard's.
+      // in place, and so is the compute copy's twin; the gradients' copy and the moments are the shard's.
       const AdamW in_parameters(c.optim, model.parameter_layout(), backend, zero.optimizer_ranges(), backend,
                                 DType::F32, OffloadMasters::InParameters);
       const MemoryLedger sharded = data_parallel_ledger(c, policy, c.train.batch_size, capabilities(), ranks, r);
       EXPECT_EQ(sharded.host_parameters, whole.parameters);
+      EXPECT_EQ(sharded.host_compute_weights, whole.compute_weights);
       EXPECT_EQ(in_parameters.host_master_bytes(), 0u);
       EXPECT_EQ(sharded.host_gradients, in_parameters.host_gradient_bytes());
       EXPECT_EQ(sharded.host_optimizer, in_parameters.state_bytes());
-      EXPECT_LT(sharded.host_total(),
-                whole.parameters + whole.parameters * 3 / static_cast<uint64_t>(ranks) + (64u << 10));
+      EXPECT_LT(sharded.host_total(), whole.parameters + whole.compute_weights +
+                                          whole.parameters * 3 / static_cast<uint64_t>(ranks) + (64u << 10));
       EXPECT_EQ(sharded.parameters, 0u);
       EXPECT_EQ(sharded.optimizer, 0u);
       EXPECT_EQ(sharded.communication, zero.buffer_bytes());
@@ -315,11 +321,12 @@ TEST(Levers, TheDataParallelLedgerIsEachRanksOwnStateOnTheHostAndTheDevice) {
       EXPECT_EQ(device.optimizer, on_device.state_bytes());
       EXPECT_EQ(device.host_total(), 0u);
 
-      // Without ZeRO every rank's host holds the whole model's masters, gradients and moments.
+      // Without ZeRO every rank's host holds the whole model's masters, their compute copy's twin, gradients
+      // and moments.
       c.dist.zero = 0;
       c.memory.offload = "optimizer";
       const MemoryLedger replicated = data_parallel_ledger(c, policy, c.train.batch_size, capabilities(), ranks, r);
-      EXPECT_EQ(replicated.host_total(), whole.parameters + whole.gradients + whole.optimizer);
+      EXPECT_EQ(replicated.host_total(), whole.parameters + whole.compute_weights + whole.gradients + whole.optimizer);
       c.memory.offload = "none";
     }
   }

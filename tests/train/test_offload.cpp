@@ -3,14 +3,17 @@
 //   - an offloaded run equals the same run without offload bit for bit (losses and weights) over 5 steps,
 //     with and without accumulation, in fp32, in bf16 with BF16 gradients (the host copy in BF16), fp16 and
 //     fp8 (delayed and current scaling); under the narrow recipes the FP32 masters are in host memory only,
-//     cast into the compute copy through the device's staging buffer, wte in two pieces;
+//     and the compute copy is cast from them where they are (the GPU's paths: the emulator's
+//     tests/cuda/model/test_cuda_offload.cpp);
 //   - resuming an offloaded run from its checkpoint equals the uninterrupted run, in fp32, bf16 and fp8;
-//   - with the masters on the host, the ledger's device column has the staging buffer instead of the FP32
-//     masters, in the bytes the model allocates;
+//   - with the masters on the host, the ledger's device column has no FP32 masters, and on a backend whose
+//     device memory is not the host's its host column the compute copy's twin (bf16) or its device column
+//     the staging buffer (fp8), in the bytes the model allocates;
 //   - AdamW's offloaded update over ranges (a ZeRO-1 shard) and with gradients staged block by block
 //     equals the update on the device;
 //   - the ledger's host column, the planner choosing offload last (and never where device memory is the
 //     host's), and the host-memory check refusing a run that cannot fit, on an injected host-memory figure.
+#include "backend/separate_host_memory_backend.h"
 #include "config/config_loader.h"
 #include "core/random.h"
 #include "memory/plan_report.h"
@@ -64,9 +67,11 @@ TEST(Offload, ResumeOfAnOffloadedRunEqualsTheUninterruptedRun) {
   }
 }
 
-// bf16 with and without offload: the offloaded model's FP32 masters are the arena of the host backend, the
-// device has the staging buffer beside the compute copy, and the ledger plans exactly those bytes.
-TEST(Offload, UnderANarrowRecipeTheLedgerHasTheStagingBufferInsteadOfTheDevicesFp32Masters) {
+// bf16 with and without offload: the offloaded model's FP32 masters are the arena of the host backend, and
+// on the CPU, whose device memory is the host's, the compute copy is cast from them where they are; on a
+// backend whose device memory is not the host's, bf16's copy has a twin in host memory (it crosses the bus
+// in BF16) and fp8's masters a staging buffer on the device. The ledger plans exactly those bytes.
+TEST(Offload, UnderANarrowRecipeTheLedgerHasWhatTheCopyFromHostMastersNeedsInsteadOfTheDevicesFp32Masters) {
   TempDir dir;
   Config c = synthetic_run(dir, cycle_pattern(), 30000, false);
   c.precision.recipe = "bf16";
@@ -79,7 +84,8 @@ TEST(Offload, UnderANarrowRecipeTheLedgerHasTheStagingBufferInsteadOfTheDevicesF
   GPT& model = offloaded.model();
   ASSERT_TRUE(model.masters_on_host());
   ASSERT_FALSE(plain.model().masters_on_host());
-  EXPECT_EQ(plain.model().master_staging_arena(), nullptr);
+  EXPECT_EQ(model.master_staging_arena(), nullptr);
+  EXPECT_EQ(model.host_compute_arena(), nullptr);
 
   auto backend = make_backend(BackendKind::Cpu, {1});
   const BackendCapabilities caps = backend->capabilities();
@@ -87,24 +93,52 @@ TEST(Offload, UnderANarrowRecipeTheLedgerHasTheStagingBufferInsteadOfTheDevicesF
   const MemoryLedger lp = ledger_for(c, none, c.train.batch_size, caps),
                      lo = ledger_for(o, none, c.train.batch_size, caps);
   const uint64_t fp32 = plain.model().parameter_arena().layout().total_bytes();
-  const uint64_t staging = model.master_staging_arena()->layout().total_bytes();
   EXPECT_EQ(lp.parameters, fp32);
-  EXPECT_EQ(lp.master_staging, 0u);
   EXPECT_EQ(lo.parameters, 0u);
-  EXPECT_EQ(lo.master_staging, staging);
+  EXPECT_EQ(lo.master_staging, 0u);
+  EXPECT_EQ(lo.host_compute_weights, 0u);
   EXPECT_EQ(lo.host_parameters, fp32);
   EXPECT_EQ(model.parameter_arena().layout().total_bytes(), fp32);
   EXPECT_EQ(lo.compute_weights, model.compute_weight_arena()->layout().total_bytes());
   EXPECT_EQ(lo.compute_weights, lp.compute_weights);
-  // The largest block slice: fcw's 4C x C, against every FP32 weight of the model.
-  const int64_t C = c.model.n_embd;
-  EXPECT_EQ(staging, static_cast<uint64_t>(4 * C * C * 4));
-  EXPECT_LT(staging, fp32 / 4);
-  // The device gives up the FP32 masters and the moments and takes the staging buffer.
-  EXPECT_EQ(lp.total() - lo.total(), fp32 + lp.optimizer - staging);
-  EXPECT_NE(lo.table().find("FP32 staging"), std::string::npos) << lo.table();
+  // The device gives up the FP32 masters and the moments.
+  EXPECT_EQ(lp.total() - lo.total(), fp32 + lp.optimizer);
   // The first step writes exactly the planned activations.
   EXPECT_EQ(offloaded.run().measured_activation_bytes, lo.activations());
+
+  // Where device memory is not the host's, models built as the trainer builds them hold what the ledger plans.
+  SeparateHostMemoryBackend device(*backend);
+  const BackendCapabilities gpu = device.capabilities();
+  for (const std::string recipe : {"bf16", "fp8"}) {
+    SCOPED_TRACE(recipe);
+    Config r = o;
+    r.precision.recipe = recipe;
+    const MemoryLedger l = ledger_for(r, none, r.train.batch_size, gpu);
+    GPT m(r.model, r.train.batch_size, r.train.seq_len, device, DType::F32, none, precision_recipe(r.precision), {},
+          backend.get());
+    ASSERT_TRUE(m.masters_on_host());
+    EXPECT_EQ(l.parameters, 0u);
+    EXPECT_EQ(l.host_parameters, fp32);
+    if (recipe == "bf16") {
+      ASSERT_NE(m.host_compute_arena(), nullptr);
+      EXPECT_EQ(m.master_staging_arena(), nullptr);
+      EXPECT_EQ(l.host_compute_weights, m.host_compute_arena()->layout().total_bytes());
+      EXPECT_EQ(l.host_compute_weights, l.compute_weights);
+      EXPECT_EQ(l.master_staging, 0u);
+      EXPECT_EQ(lp.total() - l.total(), fp32 + lp.optimizer);
+    } else {
+      ASSERT_NE(m.master_staging_arena(), nullptr);
+      EXPECT_EQ(m.host_compute_arena(), nullptr);
+      const uint64_t staging = m.master_staging_arena()->layout().total_bytes();
+      EXPECT_EQ(l.master_staging, staging);
+      EXPECT_EQ(l.host_compute_weights, 0u);
+      // The largest block slice: fcw's 4C x C, against every FP32 weight of the model.
+      const int64_t C = c.model.n_embd;
+      EXPECT_EQ(staging, static_cast<uint64_t>(4 * C * C * 4));
+      EXPECT_LT(staging, fp32 / 4);
+      EXPECT_NE(l.table().find("FP32 staging"), std::string::npos) << l.table();
+    }
+  }
   // In fp32 the forward reads the FP32 weights, which stay on the device.
   Config fp32_run = o;
   fp32_run.precision.recipe = "fp32";

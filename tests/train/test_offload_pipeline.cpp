@@ -4,15 +4,16 @@
 //     copy is queued right after backward finished the block, before the blocks below it; AdamW goes unit
 //     by unit after the norm, each unit waiting only for its own copy, and its weights' copy back is queued
 //     before the next unit's AdamW; the ops are ordered behind the last copy before anything else is queued;
-//   - with the masters on the host (bf16), each unit's masters cross to the staging buffer a tensor at a
-//     time, each followed by its cast into the compute copy, before the next unit's AdamW, and the next
-//     forward casts nothing;
+//   - with the masters on the host (bf16), each unit's AdamW writes its compute copy (where device memory is
+//     not the host's, into the copy's host twin, whose tensors are queued to the device one by one) before
+//     the next unit's AdamW, and the next forward casts nothing;
 //   - an update whose hook staged only some blocks (the rest copied by the update) equals AdamW on the
 //     device bit for bit;
 //   - the host-side failures (host memory refused, a block staged twice or out of range, a shard staged,
 //     gradients of another format than their host copy) are errors that say what and where.
 // The CUDA side (pinned memory, the copy stream on the emulator) is tests/cuda/model/test_cuda_offload_pipeline.cpp.
 #include "backend/forwarding_backend.h"
+#include "backend/separate_host_memory_backend.h"
 #include "core/random.h"
 #include "dist/data_parallel.h"
 #include "dist/single_communicator.h"
@@ -27,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -39,10 +41,12 @@ struct Event {
   bool operator==(const Event&) const = default;
 };
 
-// Logs the calls the pipeline's order is made of; numbers the transfers itself (the CPU's are all 0).
+// Logs the calls the pipeline's order is made of; numbers the transfers itself (the CPU's are all 0). A
+// second one may log into the first's events (a host backend beside the device's), so that one log has both.
 class RecordingBackend final : public ForwardingBackend {
  public:
-  using ForwardingBackend::ForwardingBackend;
+  explicit RecordingBackend(Backend& inner) : ForwardingBackend(inner) {}
+  RecordingBackend(Backend& inner, RecordingBackend& log_into) : ForwardingBackend(inner), log_(&log_into) {}
   void matmul(const MatmulArgs& a) override { log("matmul", [&] { ForwardingBackend::matmul(a); }); }
   void embedding_forward(const EmbeddingForwardArgs& a) override {
     log("embedding_forward", [&] { ForwardingBackend::embedding_forward(a); });
@@ -57,16 +61,16 @@ class RecordingBackend final : public ForwardingBackend {
   void cast(const CastArgs& a) override { log("cast", [&] { ForwardingBackend::cast(a); }); }
   uint64_t transfer_to_host(void* dst, const void* src, size_t bytes) override {
     ForwardingBackend::transfer_to_host(dst, src, bytes);
-    events.push_back({"d2h", ++tickets});
-    return tickets;
+    log_->events.push_back({"d2h", ++log_->tickets});
+    return log_->tickets;
   }
   uint64_t transfer_to_device(void* dst, const void* src, size_t bytes) override {
     ForwardingBackend::transfer_to_device(dst, src, bytes);
-    events.push_back({"h2d", ++tickets});
-    return tickets;
+    log_->events.push_back({"h2d", ++log_->tickets});
+    return log_->tickets;
   }
-  void wait_transfer(uint64_t ticket) override { events.push_back({"wait", ticket}); }
-  void order_after_transfers() override { events.push_back({"order", 0}); }
+  void wait_transfer(uint64_t ticket) override { log_->events.push_back({"wait", ticket}); }
+  void order_after_transfers() override { log_->events.push_back({"order", 0}); }
 
   std::vector<Event> events;
   uint64_t tickets = 0;
@@ -74,9 +78,10 @@ class RecordingBackend final : public ForwardingBackend {
  private:
   template <class F>
   void log(const char* what, F&& f) {
-    events.push_back({what, 0});
+    log_->events.push_back({what, 0});
     f();
   }
+  RecordingBackend* log_ = this;
 };
 
 size_t find(const std::vector<Event>& events, const std::string& what, size_t from = 0) {
@@ -199,63 +204,75 @@ TEST(OffloadPipeline, AnUpdateWithSomeBlocksStagedEqualsAdamWOnTheDeviceBitwise)
   EXPECT_EQ(offloaded.state_to_host(), device.state_to_host());
 }
 
-TEST(OffloadPipeline, WithTheMastersOnTheHostEachUnitIsCastIntoTheComputeCopyBeforeTheNextUnitsAdamW) {
-  auto cpu = make_backend(BackendKind::Cpu, {1});
-  RecordingBackend backend(*cpu);
-  Config c = pipeline_run();
-  c.precision.recipe = "bf16";
-  ASSERT_TRUE(masters_on_host(c));
-  std::unique_ptr<Backend> host_backend;
-  Backend& host = offload_host(backend, 1, host_backend);
-  EXPECT_EQ(&host, &backend);  // the CPU's device memory is the host's
-  GPT model(c.model, c.train.batch_size, c.train.seq_len, backend, DType::F32, {}, precision_recipe(c.precision), {},
-            &host);
-  model.init_weights(3);
-  SingleCommunicator comm;
-  DataParallel dp(model, comm, 0);
-  std::unique_ptr<AdamW> optimizer = make_optimizer(c, model, dp, backend, 1, host_backend);
-  ASSERT_TRUE(optimizer->masters_in_parameters());
-  EXPECT_EQ(optimizer->host_master_bytes(), 0u);
-  StepRunner runner(c, model, dp, *optimizer, nullptr);
-  std::vector<int32_t> tokens(static_cast<size_t>(c.train.batch_size * c.train.seq_len));
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((5 * i + 1) % 16);
-  runner.run(0, tokens, tokens);
-  backend.events.clear();
-  runner.run(1, tokens, tokens);
+// With the masters on the host (bf16) the update writes the compute copy as it updates each unit: on the
+// CPU into the device's copy itself; where device memory is not the host's into the copy's host twin, whose
+// part of each unit (one tensor at a time, in the compute format) is queued to the device before the next
+// unit's AdamW. Either way the next forward casts nothing, and the device's copy is the twin's bytes.
+TEST(OffloadPipeline, WithTheMastersOnTheHostEachUnitWritesItsComputeCopyBeforeTheNextUnitsAdamW) {
+  for (const bool separate_host : {false, true}) {
+    SCOPED_TRACE(separate_host ? "device memory not the host's" : "the CPU");
+    auto cpu = make_backend(BackendKind::Cpu, {1});
+    SeparateHostMemoryBackend gpu_like(*cpu);
+    RecordingBackend backend(separate_host ? static_cast<Backend&>(gpu_like) : *cpu);
+    Config c = pipeline_run();
+    c.precision.recipe = "bf16";
+    ASSERT_TRUE(masters_on_host(c));
+    std::unique_ptr<Backend> host_backend;
+    auto host_cpu = make_backend(BackendKind::Cpu, {1});
+    if (separate_host) host_backend = std::make_unique<RecordingBackend>(*host_cpu, backend);
+    Backend& host = offload_host(backend, 1, host_backend);
+    EXPECT_EQ(&host == &backend, !separate_host);  // the CPU's device memory is the host's
+    GPT model(c.model, c.train.batch_size, c.train.seq_len, backend, DType::F32, {}, precision_recipe(c.precision),
+              {}, &host);
+    model.init_weights(3);
+    EXPECT_EQ(model.master_staging_arena(), nullptr);
+    ASSERT_EQ(model.host_compute_arena() != nullptr, separate_host);
+    SingleCommunicator comm;
+    DataParallel dp(model, comm, 0);
+    std::unique_ptr<AdamW> optimizer = make_optimizer(c, model, dp, backend, 1, host_backend);
+    ASSERT_TRUE(optimizer->masters_in_parameters());
+    ASSERT_TRUE(optimizer->writes_compute_copy());
+    EXPECT_EQ(optimizer->host_master_bytes(), 0u);
+    StepRunner runner(c, model, dp, *optimizer, nullptr);
+    std::vector<int32_t> tokens(static_cast<size_t>(c.train.batch_size * c.train.seq_len));
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((5 * i + 1) % 16);
+    runner.run(0, tokens, tokens);
+    backend.events.clear();
+    runner.run(1, tokens, tokens);
 
-  // Each master tensor of a part crosses in pieces of the staging buffer's size, each copied, ordered
-  // after and cast.
-  const int L = c.model.n_layer;
-  const int64_t staging = model.master_staging_arena()->tensor(0).numel();
-  const ArenaLayout& layout = model.parameter_layout().arena_layout();
-  auto casts_of_part = [&](bool outside) {
-    int64_t pieces = 0;
-    for (const ArenaBuffer& b : layout.buffers()) {
-      if (outside_blocks(b.name) != outside) continue;
-      const int64_t n = static_cast<int64_t>(b.bytes / 4) / (outside ? 1 : L);
-      pieces += (n + staging - 1) / staging;
+    // Each unit: its gradients' wait, AdamW over its pieces (each writing its slice of the copy), then
+    // with a twin one copy to the device per tensor of the part.
+    const int L = c.model.n_layer;
+    const ArenaLayout& layout = model.parameter_layout().arena_layout();
+    auto tensors_of_part = [&](bool outside) {
+      int64_t n = 0;
+      for (const ArenaBuffer& b : layout.buffers()) n += outside_blocks(b.name) == outside;
+      return n;
+    };
+    std::vector<std::string> expected;
+    for (int u = 0; u <= L; ++u) {
+      expected.push_back("wait");
+      for (size_t p = 0; p < optimizer->unit_pieces(u).size(); ++p) expected.push_back("adamw");
+      if (separate_host)
+        for (int64_t k = 0; k < tensors_of_part(u == L); ++k) expected.push_back("h2d");
     }
-    return pieces;
-  };
-  EXPECT_GT(casts_of_part(false), 0);
-  std::vector<std::string> expected;
-  for (int u = 0; u <= L; ++u) {
-    expected.push_back("wait");
-    for (size_t p = 0; p < optimizer->unit_pieces(u).size(); ++p) expected.push_back("adamw");
-    for (int64_t k = 0; k < casts_of_part(u == L); ++k)
-      for (const char* what : {"h2d", "order", "cast"}) expected.push_back(what);
+    expected.push_back("order");
+    const std::vector<Event>& e = backend.events;
+    const size_t first_wait = find_last(e, "wait", find(e, "adamw"));
+    ASSERT_LE(first_wait + expected.size(), e.size());
+    std::vector<std::string> got;
+    for (size_t i = first_wait; i < first_wait + expected.size(); ++i) got.push_back(e[i].what);
+    EXPECT_EQ(got, expected);
+    // The update left the whole compute copy fresh: the next forward starts without a cast.
+    backend.events.clear();
+    runner.run(2, tokens, tokens);
+    EXPECT_LT(find(backend.events, "embedding_forward"), find(backend.events, "cast"));
+    if (separate_host) {
+      const Arena &copy = *model.compute_weight_arena(), &twin = *model.host_compute_arena();
+      ASSERT_EQ(copy.layout().total_bytes(), twin.layout().total_bytes());
+      EXPECT_EQ(std::memcmp(copy.base(), twin.base(), copy.layout().total_bytes()), 0);
+    }
   }
-  expected.push_back("order");
-  const std::vector<Event>& e = backend.events;
-  const size_t first_wait = find_last(e, "wait", find(e, "adamw"));
-  ASSERT_LE(first_wait + expected.size(), e.size());
-  std::vector<std::string> got;
-  for (size_t i = first_wait; i < first_wait + expected.size(); ++i) got.push_back(e[i].what);
-  EXPECT_EQ(got, expected);
-  // The update left the whole compute copy fresh: the next forward starts without a cast.
-  backend.events.clear();
-  runner.run(2, tokens, tokens);
-  EXPECT_LT(find(backend.events, "embedding_forward"), find(backend.events, "cast"));
 }
 
 class RefusingHost final : public ForwardingBackend {

@@ -2,7 +2,8 @@
 //   - an arena pinned through the device is pinned host memory, and ordinary memory where pinning is refused
 //     (a host at its page-locked limit);
 //   - the FP32 masters and the gradients' host copy of an offloaded run are pinned host memory, AdamW's copy
-//     of the masters (fp32) or the model's own masters kept on the host (bf16, one rank);
+//     of the masters (fp32) or the model's own masters kept on the host with the compute copy's twin (bf16,
+//     one rank);
 //   - where pinning is refused for some or all of them, the run, whose copies from ordinary memory hold the
 //     host until done, equals the pinned run bit for bit.
 #include "backend/cuda_entry.h"
@@ -42,28 +43,33 @@ TEST_F(EmuTest, OffloadedHostStateIsPinnedAndFallsBackToOrdinaryMemoryWhenRefuse
 
 TEST_F(EmuTest, AnOffloadedRunWithPinningRefusedEqualsThePinnedRunBitwise) {
   TempDir dir;
-  // fp32 keeps the masters on the device and AdamW a host copy of them; bf16 on one rank keeps them only on
-  // the host, in the model's parameter arena, with AdamW's gradient copy beside them. Either way the masters
-  // are the first pinned allocation and the gradients' copy the second, so refusing one pins only the
-  // gradients' copy and refusing two pins nothing.
+  // fp32 keeps the masters on the device and AdamW a host copy of them, its first pinned allocation, then
+  // the gradients' copy; refusing one pins only the gradients' copy, two nothing. bf16 on one rank keeps
+  // them only on the host, in the model's parameter arena (the first), then the compute copy's twin, then
+  // AdamW's gradient copy: refusing k pins the last 3 - k of them.
   for (const std::string recipe : {"fp32", "bf16"}) {
     SCOPED_TRACE(recipe);
     Config c = gpt::test::offload_run(dir, "cuda", 2, 4, 2);
     c.precision.recipe = recipe;
     std::vector<std::vector<float>> weights;
     std::vector<std::map<int64_t, double>> losses;
-    for (const int refused : {0, 1, 2}) {
+    const bool bf16 = recipe == "bf16";
+    for (const int refused : bf16 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1, 2}) {
       SCOPED_TRACE(refused);
       c.log.run_dir = dir.file(recipe + "_refused_" + std::to_string(refused));
       emu::fail_pinned_allocations(refused);
       Trainer t(c, config_to_yaml(c));
       emu::fail_pinned_allocations(0);
-      EXPECT_EQ(t.optimizer().host_memory_pinned(), recipe == "bf16" ? refused < 2 : refused == 0);
-      EXPECT_EQ(t.model().masters_on_host(), recipe == "bf16");
-      EXPECT_EQ(t.model().masters_pinned(), recipe == "bf16" && refused == 0);
-      if (recipe == "bf16") {
+      EXPECT_EQ(t.optimizer().host_memory_pinned(), bf16 ? refused < 3 : refused == 0);
+      EXPECT_EQ(t.model().masters_on_host(), bf16);
+      EXPECT_EQ(t.model().masters_pinned(), bf16 && refused == 0);
+      if (bf16) {
         const Arena& masters = t.model().parameter_arena();
         EXPECT_EQ(emu::is_pinned_host_memory(masters.base(), masters.layout().total_bytes()), refused == 0);
+        const Arena* twin = t.model().host_compute_arena();
+        ASSERT_NE(twin, nullptr);
+        EXPECT_EQ(twin->pinned(), refused < 2);
+        EXPECT_EQ(emu::is_pinned_host_memory(twin->base(), twin->layout().total_bytes()), refused < 2);
       }
       t.run();
       weights.push_back(t.model().parameters_to_host());

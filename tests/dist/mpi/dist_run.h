@@ -284,7 +284,9 @@ inline void expect_host_masters_offload_equals_device_bitwise(const SharedDir& d
                                                     offloaded.train.batch_size, b.model().backend().capabilities(),
                                                     world().world_size(), world().rank());
   EXPECT_EQ(ledger.parameters, 0u);
-  EXPECT_EQ(ledger.master_staging, b.model().master_staging_arena()->layout().total_bytes());
+  const Arena *staging = b.model().master_staging_arena(), *twin = b.model().host_compute_arena();
+  EXPECT_EQ(ledger.master_staging, staging ? staging->layout().total_bytes() : 0u);
+  EXPECT_EQ(ledger.host_compute_weights, twin ? twin->layout().total_bytes() : 0u);
   EXPECT_EQ(ledger.host_parameters, b.model().parameter_arena().layout().total_bytes());
   EXPECT_EQ(ledger.host_gradients, b.optimizer().host_gradient_bytes());
   EXPECT_EQ(ledger.host_optimizer, b.optimizer().state_bytes());
@@ -295,7 +297,8 @@ inline void expect_host_masters_offload_equals_device_bitwise(const SharedDir& d
         std::tuple{"host_gradients", ledger.host_gradients, planned.host_gradients},
         std::tuple{"host_optimizer", ledger.host_optimizer, planned.host_optimizer},
         std::tuple{"parameters", ledger.parameters, planned.parameters},
-        std::tuple{"master_staging", ledger.master_staging, planned.master_staging}})
+        std::tuple{"master_staging", ledger.master_staging, planned.master_staging},
+        std::tuple{"host_compute_weights", ledger.host_compute_weights, planned.host_compute_weights}})
     EXPECT_EQ(ours, theirs) << name << ": the trainer's ledger against data_parallel_ledger's";
   if (device.dist.zero == 1) EXPECT_LT(b.optimizer().num_elements(), b.model().num_parameters() * 0.6);
 
