@@ -297,8 +297,9 @@ void GPT::refresh_compute_weights() {
 }
 
 Tensor GPT::master_bounce_buffer() {
+  GPT_CHECK(masters_on_host_, "master_bounce_buffer: the masters are on the device, which reaches them itself");
   if (master_staging_) return master_staging_->tensor(0);
-  if (!compute_arena_) return {};
+  // Masters on the host imply a compute copy (the constructor's check).
   mark_compute_stale();
   return Tensor(compute_arena_->base(), {static_cast<int64_t>(compute_arena_->layout().total_bytes())}, DType::U8,
                 backend_.device());

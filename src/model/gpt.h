@@ -94,9 +94,9 @@ class GPT {
   // With the masters on the host in bf16/fp16 on a GPU: the compute copy's twin in host memory, which the
   // host casts or updates into and which crosses the bus in the compute format; null otherwise.
   Arena* host_compute_arena() { return host_compute_.get(); }
-  // Device memory that host masters may cross through, bytes at a time, outside a step (the data-parallel
-  // broadcast at start): the staging buffer, or else the compute copy itself, which is stale from then on,
-  // so the next forward casts it again. Null where the device has neither.
+  // With the masters on the host: device memory they may cross through, bytes at a time, outside a step (the
+  // data-parallel broadcast at start): the staging buffer, or else the compute copy itself, which is stale
+  // from then on, so the next forward casts it again.
   Tensor master_bounce_buffer();
   Arena& gradient_arena() { return grads_arena_; }
   Arena& activation_arena() { return acts_arena_; }

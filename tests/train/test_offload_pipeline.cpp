@@ -96,6 +96,17 @@ size_t find_last(const std::vector<Event>& events, const std::string& what, size
   return events.size();
 }
 
+// Runs steps 0 and 1 on the tokens (a i + b) mod 16 and leaves only step 1's events in the log (step 0 casts
+// the compute copy from freshly initialised masters); returns the tokens for later steps.
+std::vector<int32_t> record_second_step(StepRunner& runner, RecordingBackend& backend, const Config& c, int a, int b) {
+  std::vector<int32_t> tokens(static_cast<size_t>(c.train.batch_size * c.train.seq_len));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((a * static_cast<int>(i) + b) % 16);
+  runner.run(0, tokens, tokens);
+  backend.events.clear();
+  runner.run(1, tokens, tokens);
+  return tokens;
+}
+
 // The pipeline tests' model and steps: 3 blocks, B2 T8, 4 steps, the optimizer offloaded.
 Config pipeline_run() {
   Config c;
@@ -121,11 +132,7 @@ TEST(OffloadPipeline, EachBlocksCopyIsQueuedAsBackwardFinishesItAndAdamWGoesUnit
   ASSERT_TRUE(optimizer->offloaded());
   EXPECT_FALSE(optimizer->host_memory_pinned());  // the CPU backend has no pinned memory to give
   StepRunner runner(c, model, dp, *optimizer, nullptr);
-  std::vector<int32_t> tokens(static_cast<size_t>(c.train.batch_size * c.train.seq_len));
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((7 * i + 3) % 16);
-  runner.run(0, tokens, tokens);
-  backend.events.clear();
-  runner.run(1, tokens, tokens);
+  record_second_step(runner, backend, c, 7, 3);
   const std::vector<Event>& e = backend.events;
 
   const int L = c.model.n_layer;
@@ -234,11 +241,7 @@ TEST(OffloadPipeline, WithTheMastersOnTheHostEachUnitWritesItsComputeCopyBeforeT
     ASSERT_TRUE(optimizer->writes_compute_copy());
     EXPECT_EQ(optimizer->host_master_bytes(), 0u);
     StepRunner runner(c, model, dp, *optimizer, nullptr);
-    std::vector<int32_t> tokens(static_cast<size_t>(c.train.batch_size * c.train.seq_len));
-    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((5 * i + 1) % 16);
-    runner.run(0, tokens, tokens);
-    backend.events.clear();
-    runner.run(1, tokens, tokens);
+    const std::vector<int32_t> tokens = record_second_step(runner, backend, c, 5, 1);
 
     // Each unit: its gradients' wait, AdamW over its pieces (each writing its slice of the copy), then
     // with a twin one copy to the device per tensor of the part.
