@@ -9,7 +9,10 @@
 //   FP8 x FP8 -> BF16, F16 or F32    E4M3 x E4M3 forward, E5M2 (output gradient) x E4M3 backward; the
 //                                    operands' scale_inv are cuBLASLt's A/B scale pointers, read on the
 //                                    device; TN only, so an FP8 operand stored the other way is transposed
-//                                    into MatmulArgs::staging; M, N, K multiples of 16; compute capability 8.9+
+//                                    into MatmulArgs::staging; N and K multiples of 16 (a K off them is
+//                                    padded with zeros where both operands are copied, the weight
+//                                    gradient's); M too, except that where a is stored as is, rows past
+//                                    the last multiple of 16 go to row_product; compute capability 8.9+
 //   BF16/F16 x FP8 (fp8 with backward bf16: the output gradient in BF16, the other operand E4M3): the FP8
 //                                    codes widened exactly to the 16-bit format in MatmulArgs::staging, their
 //                                    scale_inv folded into alpha on the device (CUBLASLT_POINTER_MODE_DEVICE)
@@ -251,6 +254,12 @@ MatrixShape as_matrix(const Tensor& t, const char* name) {
   return {t.numel() / cols, cols};
 }
 
+// Rows [begin, begin + count) of t seen as a [count, last dimension] matrix.
+Tensor rows_of(const Tensor& t, int64_t begin, int64_t count) {
+  const int64_t cols = t.dim(-1);
+  return t.elements(begin * cols, count * cols).reshaped({count, cols});
+}
+
 const float* scale_inv_of(const Tensor& t) { return t.scaling ? &t.scaling->scale_inv : nullptr; }
 
 bool aligned_16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -269,7 +278,8 @@ bool cublaslt_takes(const MatmulArgs& args, int64_t m, int64_t n, int64_t k, int
   if (fp8_a && fp8_b) {
     if (ta == DType::E5M2 && tb == DType::E5M2) return false;
     if (to != DType::BF16 && to != DType::F16 && to != DType::F32) return false;
-    if (compute_capability < kMinFp8ComputeCapability || m % 16 != 0 || n % 16 != 0 || k % 16 != 0) return false;
+    const int64_t k_lt = args.trans_a && !args.trans_b ? fp8_padded_k(k) : k;
+    if (compute_capability < kMinFp8ComputeCapability || m % 16 != 0 || n % 16 != 0 || k_lt % 16 != 0) return false;
     if (!aligned_16(args.a.data) || !aligned_16(args.b.data) || !aligned_16(args.out.data)) return false;
     operands = DType::E4M3;
   } else if (fp8_a || fp8_b) {
@@ -316,6 +326,22 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
     row_product(args, m, n, k, stream);
     return;
   }
+  // FP8 rows off the 16-multiples (a batch of B*T rows, a prompt of T): cuBLASLt takes the rows up to the
+  // last multiple of 16, row_product the rest. Each row of out is its own dot products, so the split only
+  // changes the order of the tail rows' K-sums.
+  if (is_fp8_format(ta) && is_fp8_format(tb) && !trans_a && m % 16 != 0) {
+    const int64_t head = m - m % 16;
+    MatmulArgs first = args, rest = args;
+    first.a = rows_of(args.a, 0, head);
+    first.out = rows_of(args.out, 0, head);
+    rest.a = rows_of(args.a, head, m - head);
+    rest.out = rows_of(args.out, head, m - head);
+    if (cublaslt_takes(first, head, n, k, s.compute_capability)) {
+      matmul(first, stream);
+      row_product(rest, m - head, n, k, stream);
+      return;
+    }
+  }
 
   MatrixView a{args.a.data, ta, as.rows, as.cols, as.cols}, b{args.b.data, tb, bs.rows, bs.cols, bs.cols};
   const MatrixView out{args.out.data, to, m, n, n};
@@ -340,23 +366,25 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
     GPT_CHECK(s.compute_capability >= kMinFp8ComputeCapability,
               "matmul {}: FP8 products need compute capability 8.9 or later; this device has {}.{}",
               what(), s.compute_capability / 10, s.compute_capability % 10);
-    GPT_CHECK(m % 16 == 0 && n % 16 == 0 && k % 16 == 0,
-              "matmul {}: cuBLASLt's FP8 products need M, N and K to be multiples of 16; here M = {}, N = {}, K = {}", what(),
-              m, n, k);
+    // Both operands copied (a weight gradient): the copies' K is padded with zeros (matmul_staging.h).
+    const int64_t k_lt = trans_a && !trans_b ? fp8_padded_k(k) : k;
+    GPT_CHECK(m % 16 == 0 && n % 16 == 0 && k_lt % 16 == 0,
+              "matmul {}: cuBLASLt's FP8 products need N and K to be multiples of 16, and M too unless only the rows "
+              "of a stored as is are off them; here M = {}, N = {}, K = {}", what(), m, n, k);
     for (const auto& [ptr, name] : {std::pair{args.a.data, "a"}, std::pair{args.b.data, "b"}, std::pair{args.out.data, "out"}})
       GPT_CHECK(reinterpret_cast<uintptr_t>(ptr) % 16 == 0, "matmul {}: FP8 products need 16-byte aligned operands; {} is at {}",
                 what(), name, ptr);
     // TN: op(a) = a [M,K] and op(b) = b^T, b stored [N,K]; anything else goes through a transposed copy.
     if (trans_a) {
       void* t = staging_at(staged.a);
-      transpose_bytes(t, a.data, a.rows, a.cols, a.ld, stream);
-      a = {t, ta, m, k, k};
+      transpose_bytes(t, k_lt, a.data, a.rows, a.cols, a.ld, stream);
+      a = {t, ta, m, k_lt, k_lt};
       trans_a = false;
     }
     if (!trans_b) {
       void* t = staging_at(staged.b);
-      transpose_bytes(t, b.data, b.rows, b.cols, b.ld, stream);
-      b = {t, tb, n, k, k};
+      transpose_bytes(t, k_lt, b.data, b.rows, b.cols, b.ld, stream);
+      b = {t, tb, n, k_lt, k_lt};
       trans_b = true;
     }
     p = column_major(out, a, b, trans_a, trans_b);

@@ -1,9 +1,11 @@
 // Kernels that prepare operands for Gemm's cuBLASLt products and finish what an epilogue cannot.
 //
-// transpose_bytes: out[c, r] = in[r, c], 1-byte elements (FP8 codes). Hopper and Ada multiply FP8 only
-//   "TN" (both operands K-contiguous), so an FP8 operand stored the other way is transposed into Gemm's
-//   staging region first. 32x32 tiles through shared memory (padded by 4 bytes per row against bank
-//   conflicts): reads and writes both walk rows, so both are coalesced. Edge tiles are guarded.
+// transpose_bytes: out[c, r] = in[r, c], 1-byte elements (FP8 codes), and out[c, r] = 0 for rows <= r <
+//   ld_out. Hopper and Ada multiply FP8 only "TN" (both operands K-contiguous), so an FP8 operand stored
+//   the other way is transposed into Gemm's staging region first; the zero columns pad K to cuBLASLt's
+//   multiple of 16 (a zero code is +0, which adds nothing to a product's sum). 32x32 tiles through shared
+//   memory (padded by 4 bytes per row against bank conflicts): reads and writes both walk rows, so both are
+//   coalesced. Edge tiles are guarded.
 // widen_fp8: out = the FP8 codes as BF16/F16 values, unscaled, 8 at a time (8-byte loads, 16-byte stores)
 //   where the rows allow. Every E4M3 and E5M2 value is exact in BF16 and F16 (3 and 2 mantissa bits,
 //   exponents within range), so the widened product multiplies exactly the CPU's decoded codes; the
@@ -31,7 +33,7 @@ constexpr int kTileRows = 8;  // threads per tile column: each thread moves kTil
 constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kTile* kTileRows)
-    transpose_bytes_kernel(uint8_t* out, const uint8_t* in, int64_t rows, int64_t cols, int64_t ld_in) {
+    transpose_bytes_kernel(uint8_t* out, int64_t ld_out, const uint8_t* in, int64_t rows, int64_t cols, int64_t ld_in) {
   __shared__ uint8_t tile[kTile][kTile + 4];
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kTile;
   for (int i = threadIdx.y; i < kTile; i += kTileRows) {
@@ -41,7 +43,7 @@ __global__ void __launch_bounds__(kTile* kTileRows)
   __syncthreads();
   for (int i = threadIdx.y; i < kTile; i += kTileRows) {
     const int64_t c = c0 + i, r = r0 + threadIdx.x;
-    if (r < rows && c < cols) out[c * rows + r] = tile[threadIdx.x][i];
+    if (r < ld_out && c < cols) out[c * ld_out + r] = r < rows ? tile[threadIdx.x][i] : uint8_t{0};
   }
 }
 
@@ -86,12 +88,15 @@ int grid_for(int64_t n) { return static_cast<int>(std::clamp<int64_t>((n + kThre
 
 }  // namespace
 
-void transpose_bytes(void* out, const void* in, int64_t rows, int64_t cols, int64_t ld_in, cudaStream_t stream) {
+void transpose_bytes(void* out, int64_t ld_out, const void* in, int64_t rows, int64_t cols, int64_t ld_in,
+                     cudaStream_t stream) {
+  GPT_CHECK(ld_out >= rows, "transpose of a [{},{}] matrix into rows of {} elements", rows, cols, ld_out);
   if (rows == 0 || cols == 0) return;
-  const int64_t tiles_r = (rows + kTile - 1) / kTile, tiles_c = (cols + kTile - 1) / kTile;
+  // Tiles over out's rows, the zero columns included.
+  const int64_t tiles_r = (ld_out + kTile - 1) / kTile, tiles_c = (cols + kTile - 1) / kTile;
   GPT_CHECK(tiles_r <= 65535, "transpose of a [{},{}] matrix: more than 65535 row tiles", rows, cols);
   launch<transpose_bytes_kernel>(dim3(static_cast<unsigned>(tiles_c), static_cast<unsigned>(tiles_r)),
-                                 dim3(kTile, kTileRows), 0, stream, static_cast<uint8_t*>(out),
+                                 dim3(kTile, kTileRows), 0, stream, static_cast<uint8_t*>(out), ld_out,
                                  static_cast<const uint8_t*>(in), rows, cols, ld_in);
 }
 

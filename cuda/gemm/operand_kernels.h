@@ -11,8 +11,9 @@
 namespace gpt::cuda {
 
 // out[c, r] = in[r, c] for a row-major [rows, cols] matrix of 1-byte elements with leading dimension
-// ld_in; out is [cols, rows], contiguous.
-void transpose_bytes(void* out, const void* in, int64_t rows, int64_t cols, int64_t ld_in, cudaStream_t stream);
+// ld_in; out is [cols, ld_out] (ld_out >= rows), its columns rows..ld_out-1 zero.
+void transpose_bytes(void* out, int64_t ld_out, const void* in, int64_t rows, int64_t cols, int64_t ld_in,
+                     cudaStream_t stream);
 
 // out[r, c] = the FP8 code in[r, c] (E4M3 or E5M2, unscaled) in out_dtype (BF16 or F16), which holds
 // every such code exactly; out is contiguous [rows, cols], in has leading dimension ld_in.

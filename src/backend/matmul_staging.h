@@ -32,6 +32,9 @@ struct MatmulStaging {
 
 inline bool is_fp8_format(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
 
+// K rounded up to the multiple of 16 that cuBLASLt's FP8 products take.
+inline int64_t fp8_padded_k(int64_t k) { return (k + 15) / 16 * 16; }
+
 inline MatmulStaging matmul_staging(const ProductShape& p) {
   MatmulStaging s;
   const auto take = [&](size_t& at, size_t bytes) {
@@ -42,8 +45,11 @@ inline MatmulStaging matmul_staging(const ProductShape& p) {
   const bool fp8_a = is_fp8_format(p.a), fp8_b = is_fp8_format(p.b);
   if (fp8_a && fp8_b) {
     // TN: a as stored [M,K], b as stored [N,K] (trans_b); the transposed copies hold one byte an element.
-    if (p.trans_a) take(s.a, elements(p.m, p.k));
-    if (!p.trans_b) take(s.b, elements(p.n, p.k));
+    // When both are copied (a weight gradient dy^T x, whose K is the batch's rows), their rows are padded
+    // with zero codes to a multiple of 16 of K, as cuBLASLt's FP8 products require.
+    const int64_t k = p.trans_a && !p.trans_b ? fp8_padded_k(p.k) : p.k;
+    if (p.trans_a) take(s.a, elements(p.m, k));
+    if (!p.trans_b) take(s.b, elements(p.n, k));
   } else if (fp8_a && (p.b == DType::BF16 || p.b == DType::F16)) {
     take(s.a, elements(p.m, p.k) * dtype_size(p.b));
   } else if (fp8_b && (p.a == DType::BF16 || p.a == DType::F16)) {

@@ -218,7 +218,7 @@ struct PrecisionConfig {
 
   template <class V>
   void visit(V& v) {
-    v.choice("recipe", recipe, {"fp32", "bf16", "fp16", "fp8"}, "Compute format of activations and matrix products (FP32 accumulation); the master weights, AdamW state and checkpoints stay FP32. fp16 scales the loss (loss_scale_*). fp8 runs the four linear layers of each block on E4M3 operands with per-tensor scales (fp8.*), everything else in BF16. Every backend, the CPU included, stores each tensor in its format at its size.");
+    v.choice("recipe", recipe, {"fp32", "bf16", "fp16", "fp8"}, "Compute format of activations and matrix products (FP32 accumulation); the master weights, AdamW state and checkpoints stay FP32. fp16 scales the loss (loss_scale_*). fp8 runs the four linear layers of each block on E4M3 operands with per-tensor scales (fp8.*), everything else in BF16; on CUDA it needs compute capability 8.9 and model.n_embd a multiple of 16. Every backend, the CPU included, stores each tensor in its format at its size.");
     v.choice("grad_dtype", grad_dtype, {"fp32", "bf16", "fp16"}, "Format parameter gradients are accumulated in across micro-batches: fp32, or the recipe's compute format (bf16 for bf16 and fp8, fp16 for fp16) to halve their memory.");
     v.field("loss_scale_initial", loss_scale_initial, "fp16: the loss scale of the first step.");
     v.field("loss_scale_growth_factor", loss_scale_growth_factor, "fp16, dynamic: the scale is multiplied by this after loss_scale_growth_interval steps without overflow.");

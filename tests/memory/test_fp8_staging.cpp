@@ -34,13 +34,20 @@ uint64_t staging_bytes(const ActivationPlan& p) {
 }
 
 // Both FP8 operands with K contiguous (TN) are used in place; each other layout stages its copies one
-// byte an element, the second at the arena's alignment; a 16-bit x FP8 product widens the FP8 operand.
+// byte an element, the second at the arena's alignment, K padded to a multiple of 16 where both are
+// copied; a 16-bit x FP8 product widens the FP8 operand.
 TEST(Fp8Staging, TheRuleStagesWhatCublasLtCannotTakeInPlace) {
   EXPECT_EQ(matmul_staging({DType::E4M3, DType::E4M3, 48, 80, 64, false, true}).bytes, 0u);
   const MatmulStaging both = matmul_staging({DType::E5M2, DType::E4M3, 48, 80, 17 * 16, true, false});
   EXPECT_EQ(both.a, 0u);
   EXPECT_EQ(both.b, ArenaLayout::aligned(48 * 272));
   EXPECT_EQ(both.bytes, ArenaLayout::aligned(48 * 272) + 80 * 272);
+  // Both copied (a weight gradient, K its batch's rows): K = 39 is padded to 48 in both copies.
+  const MatmulStaging padded = matmul_staging({DType::E5M2, DType::E4M3, 48, 80, 39, true, false});
+  EXPECT_EQ(padded.b, ArenaLayout::aligned(48 * 48));
+  EXPECT_EQ(padded.bytes, ArenaLayout::aligned(48 * 48) + 80 * 48);
+  // One copied: K stays as it is (cuBLASLt refuses it; the model's widths are multiples of 16).
+  EXPECT_EQ(matmul_staging({DType::E4M3, DType::E4M3, 48, 80, 39, true, true}).bytes, 48u * 39);
   const MatmulStaging weight = matmul_staging({DType::E5M2, DType::E4M3, 48, 80, 64, false, false});
   EXPECT_EQ(weight.a, MatmulStaging::kNotStaged);
   EXPECT_EQ(weight.bytes, 80u * 64);

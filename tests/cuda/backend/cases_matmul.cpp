@@ -2,7 +2,8 @@
 // each with every pair of transposes (so FP8 operands come in non-TN layouts too, which Gemm transposes
 // into the staging the case passes),
 // bias on and off, beta 0 and 1 (out accumulated), at shapes that are not multiples of any tile
-// (FP8: multiples of 16, as cuBLASLt requires, but not of 32 or 128).
+// (FP8: multiples of 16, as cuBLASLt requires, but not of 32 or 128; and the rows and the K off them that
+// Gemm splits or pads).
 #include "cuda/backend/op_table.h"
 
 #include "backend/matmul_staging.h"
@@ -75,6 +76,14 @@ std::vector<OpCase> cases() {
           }
           for (const Formats& f : fp8) add(f, {48, 80, 64}, trans_a, trans_b, bias, accumulate);
         }
+  // FP8 off the 16-multiples where Gemm makes up for it: 67 rows of a stored as is (cuBLASLt takes 64, the
+  // row product 3), and K = 67 with both operands transposed (a weight gradient's copies, padded to 80).
+  for (const Formats& f : fp8)
+    for (bool bias : {false, true})
+      for (bool accumulate : {false, true}) {
+        for (bool trans_b : {false, true}) add(f, {67, 80, 64}, false, trans_b, bias, accumulate);
+        add(f, {48, 80, 67}, true, false, bias, accumulate);
+      }
   // A three-dimensional activation times a weight: leading dimensions fold into rows (a linear layer).
   out.push_back({"matmul/bf16xbf16->bf16+bias/linear_2x67x200", [](OpBench& b) {
                    b.backend().matmul({b.output({2, 67, 96}, DType::BF16), b.input({2, 67, 200}, DType::BF16),

@@ -106,6 +106,39 @@ TEST(CudaModel, EveryRecipeMatchesTheCpu) {
   }
 }
 
+// cuBLASLt's FP8 products take rows in multiples of 16 only; a micro-batch of B*T = 3*13 = 39 rows trains
+// anyway: the forward's and the input gradient's rows past 32 go to the row product, and the weight
+// gradient (whose K is the 39 rows) multiplies transposed copies padded with zeros to 48.
+TEST(CudaModel, Fp8TrainsAMicroBatchWhoseRowsAreNotAMultipleOf16) {
+  SKIP_WITHOUT_CUDA();
+  ModelConfig m = tiny_model(23, 2, 32, 2, 16);
+  m.dropout = 0.1;
+  for (const auto& [name, recipe] : recipes()) {
+    if (recipe.recipe != RecipeKind::Fp8) continue;
+    SCOPED_TRACE(name);
+    const TrainResult cpu = train_steps(cpu_backend(), {m, 3, 13, 2, 3}, policy("none"), recipe);
+    const TrainResult gpu = train_steps(*cuda_backend(), {m, 3, 13, 2, 3}, policy("none"), recipe);
+    std::printf("  %-18s 39 rows: largest |loss difference| / loss %.3g\n", name.c_str(),
+                expect_losses_near_the_cpus(cpu.losses, gpu.losses, recipe));
+    EXPECT_EQ(gpu.measured, gpu.planned);
+  }
+}
+
+// The widths are the rule FP8 cannot be helped past: a model whose n_embd is not a multiple of 16 is refused
+// when it is made, naming the key and the nearest widths that work, where the CPU trains it.
+TEST(CudaModel, Fp8RefusesAnNEmbdThatIsNotAMultipleOf16) {
+  SKIP_WITHOUT_CUDA();
+  const ModelConfig m = tiny_model(23, 2, 40, 2, 16);
+  PrecisionRecipe fp8;
+  fp8.recipe = RecipeKind::Fp8;
+  const std::string message =
+      error_message([&] { GPT model(m, 2, 16, *cuda_backend(), DType::F32, policy("none"), fp8); });
+  EXPECT_NE(message.find("precision.recipe fp8 on the cuda backend needs model.n_embd to be a multiple of 16"),
+            std::string::npos) << message;
+  EXPECT_NE(message.find("it is 40: use n_embd 32 or 48, or precision.recipe bf16"), std::string::npos) << message;
+  EXPECT_NO_THROW(GPT(m, 2, 16, cpu_backend(), DType::F32, policy("none"), fp8));
+}
+
 // A token id past wte's rows or a target outside [0, V) (other than -1) is found by the kernels on the
 // device and reported by the next copy to the host, naming the first position and the value; the
 // record is cleared, so the next good micro-batch trains.
