@@ -128,7 +128,11 @@ int run_train(const std::vector<std::string>& argv) {
   if (launched_by_mpi_launcher()) {
     mpi.emplace();
     comm = std::make_unique<MpiCommunicator>();
-    if (comm->rank() != 0) spdlog::set_pattern(fmt::format("[%H:%M:%S] [rank {}] %^%l%$ %v", comm->rank()));
+    // Open MPI gives each rank's stdout a pseudo-terminal whatever mpirun's own output is, so the default
+    // sink's isatty test would write colour codes into the job's log file (an sbatch script's output).
+    spdlog::set_default_logger(spdlog::stdout_color_mt("train", spdlog::color_mode::never));
+    spdlog::set_pattern(comm->rank() == 0 ? std::string("[%H:%M:%S] %^%l%$ %v")
+                                          : fmt::format("[%H:%M:%S] [rank {}] %^%l%$ %v", comm->rank()));
   } else {
     comm = std::make_unique<SingleCommunicator>();
   }

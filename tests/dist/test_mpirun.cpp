@@ -1,5 +1,5 @@
 // gpt-train under mpirun, as users start it: 2 ranks train like 1 rank with the global batch, log with
-// [rank N] prefixes, derive the accumulation from train.global_batch_tokens, and an error on one rank
+// [rank N] prefixes and no colour codes, derive the accumulation from train.global_batch_tokens, and an error on one rank
 // ends the whole job with its message instead of leaving the other rank waiting.
 #include "config/config_loader.h"
 #include "data/shard.h"
@@ -66,6 +66,8 @@ TEST(Mpirun, TwoRanksTrainLikeOneRankWithTheGlobalBatch) {
   EXPECT_NE(two.output.find("rank 1: local rank 1 of 2"), std::string::npos) << two.output;
   EXPECT_NE(two.output.find("[rank 1] "), std::string::npos) << two.output;
   EXPECT_NE(two.output.find("x 2 ranks x 4 sequences"), std::string::npos) << two.output;
+  // Open MPI hands the ranks a pseudo-terminal even when its own output is a pipe, as here: no colour codes.
+  EXPECT_EQ(two.output.find('\x1b'), std::string::npos) << two.output;
 
   const auto a = logged_losses(dir.file("one")), b = logged_losses(dir.file("two"));
   ASSERT_EQ(a.size(), 4u);
