@@ -87,8 +87,9 @@ BackendCapabilities CudaBackend::capabilities() const {
   caps.attention_keeps_probs = attention_ == AttentionKind::Materialised;
   caps.stores_low_precision = true;
   caps.reserved_device_bytes = reserved_bytes();
-  // cuBLASLt's FP8 products: TN only, and no 16-bit x FP8 (cuda/gemm/matmul.cpp).
+  // cuBLASLt's FP8 products: TN only, no 16-bit x FP8, widths in multiples of 16 (cuda/gemm/matmul.cpp).
   caps.stages_fp8_operands = true;
+  caps.fp8_width_multiple = 16;
   // The decoder's one-row products of mixed formats: cuda/gemm/row_product.cu.
   caps.one_row_products_of_any_formats = true;
   caps.pinned_host_memory = true;

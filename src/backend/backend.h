@@ -88,6 +88,10 @@ struct BackendCapabilities {
   // whose recipe has FP8 products then stops at start (PrecisionRecipe::check_fp8_products), not at its
   // first product.
   std::string fp8_products_unavailable;
+  // The multiple of which FP8 products need their widths N and K (cuBLASLt's 16; 1 for any): a model's
+  // linear widths (n_embd, 3 n_embd, 4 n_embd) off it stop a run with FP8 products at start. Rows are
+  // not bound by it (cuda/gemm/matmul.cpp makes up for them).
+  int fp8_width_multiple = 1;
 };
 
 // A device's memory as the backend sees it now. held: the bytes the backend allocated (the arenas and

@@ -212,7 +212,9 @@ int run_sample(const std::vector<std::string>& argv) {
   // Planned for the whole context, not the run's train.seq_len: the cache holds model.context_length
   // positions, and --no-cache must see the same window to draw the same tokens.
   const PrecisionRecipe recipe = sample_recipe(config.precision, args.get("recipe", "fp32"));
-  recipe.check_fp8_products(backend->capabilities().fp8_products_unavailable, config.model.n_layer, "--recipe bf16");
+  const BackendCapabilities& caps = backend->capabilities();
+  recipe.check_fp8_products(caps.fp8_products_unavailable, caps.fp8_width_multiple, config.model.n_embd,
+                            config.model.n_layer, "--recipe bf16");
   GPT model(config.model, 1, config.model.context_length, *backend, DType::F32, {}, recipe);
   if (fs::exists(fs::path(dir) / kAdaptersFile)) {
     // A LoRA checkpoint samples its merged weights: the same model within FP32 rounding, and the KV cache,

@@ -68,13 +68,6 @@ GPT::GPT(const ModelConfig& config, int batch_size, int seq_len, Backend& backen
       host_staging_(static_cast<size_t>(batch_size) * seq_len * dtype_size(precision_.statistics())) {
   GPT_CHECK(config.n_embd % config.n_head == 0, "n_head {} does not divide n_embd {}", config.n_head, config.n_embd);
   GPT_CHECK(seq_len <= config.context_length, "seq_len {} exceeds context_length {}", seq_len, config.context_length);
-  // A backend that stages FP8 operands multiplies them as cuBLASLt does, in widths (the linear layers'
-  // C, 3C and 4C) that are multiples of 16; any number of rows.
-  const int64_t fp8_width = config.n_embd % 16 == 0 ? 0 : config.n_embd;
-  GPT_CHECK(precision.recipe != RecipeKind::Fp8 || !backend.capabilities().stages_fp8_operands || fp8_width == 0,
-            "precision.recipe fp8 on the {} backend needs model.n_embd to be a multiple of 16 (its FP8 matrix products "
-            "take widths in multiples of 16), and it is {}: use n_embd {}, or precision.recipe bf16", backend.name(),
-            fp8_width, fp8_width < 16 ? "16" : fmt::format("{} or {}", fp8_width / 16 * 16, fp8_width / 16 * 16 + 16));
   if (lora.enabled()) {
     GPT_CHECK(precision.recipe != RecipeKind::Fp8, "LoRA with the fp8 recipe is not supported: use bf16 or fp32");
     base_layout_ = std::make_unique<ParameterLayout>(config, precision_.compute());

@@ -61,12 +61,19 @@ void PrecisionRecipe::validate(int n_layer) const {
   }
 }
 
-void PrecisionRecipe::check_fp8_products(std::string_view fp8_products_unavailable, int n_layer,
-                                         std::string_view bf16_setting) const {
-  if (fp8_products_unavailable.empty()) return;
-  for (int l = 0; l < n_layer; ++l)
-    GPT_CHECK(!layer_uses_fp8(l, n_layer), "the fp8 recipe multiplies in FP8, and {}; {} runs there",
-              fp8_products_unavailable, bf16_setting);
+void PrecisionRecipe::check_fp8_products(std::string_view fp8_products_unavailable, int fp8_width_multiple,
+                                         int64_t n_embd, int n_layer, std::string_view bf16_setting) const {
+  bool fp8_products = false;
+  for (int l = 0; l < n_layer; ++l) fp8_products = fp8_products || layer_uses_fp8(l, n_layer);
+  if (!fp8_products) return;
+  GPT_CHECK(fp8_products_unavailable.empty(), "the fp8 recipe multiplies in FP8, and {}; {} runs there",
+            fp8_products_unavailable, bf16_setting);
+  const int64_t m = fp8_width_multiple;
+  if (n_embd % m == 0) return;
+  const int64_t below = n_embd / m * m, above = below + m;
+  GPT_FAIL("the fp8 recipe multiplies the linear layers' widths in FP8, which this backend takes in multiples of {} "
+           "only, and model.n_embd is {}: use n_embd {}, or {}", m, n_embd,
+           below == 0 ? fmt::format("{}", above) : fmt::format("{} or {}", below, above), bf16_setting);
 }
 
 PrecisionRecipe precision_recipe(const PrecisionConfig& config) {

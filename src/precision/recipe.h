@@ -58,9 +58,11 @@ struct PrecisionRecipe {
   // recipe is inconsistent; n_layer checks bf16_layers against the model.
   void validate(int n_layer) const;
   // Throws when a block of n_layer multiplies in FP8 and the backend cannot (fp8_products_unavailable:
-  // BackendCapabilities' reason, "" where it can), saying so and that bf16_setting (the way this command
-  // takes a recipe: "precision.recipe: bf16", "--recipe bf16") runs there.
-  void check_fp8_products(std::string_view fp8_products_unavailable, int n_layer, std::string_view bf16_setting) const;
+  // BackendCapabilities' reason, "" where it can) or not at this n_embd (not a multiple of
+  // BackendCapabilities::fp8_width_multiple), saying so and that bf16_setting (the way this command takes
+  // a recipe: "precision.recipe: bf16", "--recipe bf16") runs there.
+  void check_fp8_products(std::string_view fp8_products_unavailable, int fp8_width_multiple, int64_t n_embd,
+                          int n_layer, std::string_view bf16_setting) const;
 };
 
 // The recipe of a run's precision section (see PrecisionConfig): gradients in precision.grad_dtype, the

@@ -2,7 +2,7 @@
 // the rule (backend/device_support.h) on its own, then backend selection and the fp8 recipe on emulated
 // devices of other generations (emu::configure_device): a Tesla V100 (7.0, older than CUDA 13's oldest
 // target, 7.5), a Tesla T4 (7.5: runs where the build holds sm_75), a device the binary holds no code for,
-// an RTX 3090 (8.6, no FP8 tensor cores) and a Blackwell card (12.0).
+// an RTX 3090 (8.6, no FP8 tensor cores) and a Blackwell card (12.0); and the FP8 products' widths.
 #include "backend/cuda_entry.h"
 #include "backend/device_support.h"
 #include "emu/control.h"
@@ -154,6 +154,28 @@ TEST(DeviceSupport, AnAmpereGpuRefusesTheFp8RecipeAtStartAndTrainsBf16) {
 
 TEST(DeviceSupport, HopperMultipliesFp8) {
   EXPECT_EQ(cuda::make_backend()->capabilities().fp8_products_unavailable, "");
+}
+
+// cuBLASLt's FP8 products take widths in multiples of 16: an fp8 run of n_embd 40 stops at start, naming
+// the key and the widths that work, where the CPU trains it; with every block kept in BF16 it trains.
+TEST(DeviceSupport, TheFp8RecipeRefusesAWidthOffTheMultiplesOf16AtStart) {
+  TempDir dir;
+  Config c = synthetic_run(dir, cycle_pattern(), 4000, false);
+  c.model = tiny_model(16, 2, 40, 2, 16);
+  c.train.backend = "cuda";
+  c.train.steps = 1;
+  c.precision.recipe = "fp8";
+  const std::string message = error_message([&] { Trainer(c, config_to_yaml(c)); });
+  EXPECT_TRUE(contains(message, "which this backend takes in multiples of 16 only, and model.n_embd is 40: use n_embd "
+                                "32 or 48, or precision.recipe: bf16"))
+      << message;
+  c.precision.fp8_bf16_layers = 1;
+  c.log.run_dir = dir.file("all_bf16_layers");
+  EXPECT_EQ(Trainer(c, config_to_yaml(c)).run().status, TrainStatus::Completed);
+  c.precision.fp8_bf16_layers = 0;
+  c.train.backend = "cpu";
+  c.log.run_dir = dir.file("cpu");
+  EXPECT_EQ(Trainer(c, config_to_yaml(c)).run().status, TrainStatus::Completed);
 }
 
 TEST(DeviceSupport, ABlackwellGpuTrainsOnThePtxOfTheBuild) {

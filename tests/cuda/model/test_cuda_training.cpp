@@ -124,21 +124,6 @@ TEST(CudaModel, Fp8TrainsAMicroBatchWhoseRowsAreNotAMultipleOf16) {
   }
 }
 
-// The widths are the rule FP8 cannot be helped past: a model whose n_embd is not a multiple of 16 is refused
-// when it is made, naming the key and the nearest widths that work, where the CPU trains it.
-TEST(CudaModel, Fp8RefusesAnNEmbdThatIsNotAMultipleOf16) {
-  SKIP_WITHOUT_CUDA();
-  const ModelConfig m = tiny_model(23, 2, 40, 2, 16);
-  PrecisionRecipe fp8;
-  fp8.recipe = RecipeKind::Fp8;
-  const std::string message =
-      error_message([&] { GPT model(m, 2, 16, *cuda_backend(), DType::F32, policy("none"), fp8); });
-  EXPECT_NE(message.find("precision.recipe fp8 on the cuda backend needs model.n_embd to be a multiple of 16"),
-            std::string::npos) << message;
-  EXPECT_NE(message.find("it is 40: use n_embd 32 or 48, or precision.recipe bf16"), std::string::npos) << message;
-  EXPECT_NO_THROW(GPT(m, 2, 16, cpu_backend(), DType::F32, policy("none"), fp8));
-}
-
 // A token id past wte's rows or a target outside [0, V) (other than -1) is found by the kernels on the
 // device and reported by the next copy to the host, naming the first position and the value; the
 // record is cleared, so the next good micro-batch trains.
