@@ -112,15 +112,18 @@ DataLoader::DataLoader(const DataLoaderOptions& options) : options_(options) {
     shard_samples_.push_back((info.num_tokens - 1) / static_cast<uint64_t>(options.seq_len));
     total_samples_ += shard_samples_.back();
   }
-  GPT_CHECK(!paths_.empty(), "no token shard matching {} holds one sample of seq_len + 1 = {} tokens",
-            options.pattern, window);
+  // What a too-small data set can be met with; validation can also be left out.
+  const std::string remedy = fmt::format("give {} more tokens or lower train.seq_len{}", options.key,
+                                         options.key == "data.val" ? ", or set data.val: \"\" to train without validation" : "");
+  GPT_CHECK(!paths_.empty(), "{}: no token shard matching {} holds one sample of seq_len + 1 = {} tokens: {}",
+            options.key, options.pattern, window, remedy);
   GPT_CHECK(paths_.size() < kShardOrderStream, "too many token shards match {}", options.pattern);
   global_batch_ = static_cast<uint64_t>(options.world_size) * static_cast<uint64_t>(options.batch_size);
   GPT_CHECK(total_samples_ >= global_batch_,
-            "the {} token shard(s) matching {} hold {} samples of {} tokens, fewer than one global batch of {} "
-            "(world_size {} × batch_size {})",
-            paths_.size(), options.pattern, total_samples_, window, global_batch_, options.world_size,
-            options.batch_size);
+            "{}: the {} token shard(s) matching {} hold {} samples of {} tokens, fewer than one global batch of {} "
+            "(world_size {} × batch_size {}): lower train.batch_size, or {}",
+            options.key, paths_.size(), options.pattern, total_samples_, window, global_batch_, options.world_size,
+            options.batch_size, remedy);
   reset();
 }
 

@@ -35,6 +35,7 @@ struct DataLoaderOptions {
   uint64_t seed = 0;
   int rank = 0;
   int world_size = 1;
+  std::string key = "data.train";  // the config key pattern came from, which errors name
 };
 
 // Where the next global batch starts: the same on every rank, and independent of B and world size, so a

@@ -213,7 +213,7 @@ void Trainer::build(const RecomputePolicy& policy) {
   train_loader_ = std::make_unique<DataLoader>(train_opts);
   if (!config_.data.val.empty()) {
     DataLoaderOptions val_opts{config_.data.val, t.batch_size, t.seq_len, config_.model.vocab_size, false, t.seed,
-                               rank, world};
+                               rank, world, "data.val"};
     val_loader_ = std::make_unique<DataLoader>(val_opts);
   }
   if (rank == 0) {

@@ -202,7 +202,8 @@ TEST(DataLoader, SkipsShortShardsAndFailsWhenAllAreShort) {
   o.pattern = dir.file("*.bin");
   const std::string msg = error_message([&] { DataLoader l(o); });
   EXPECT_THAT(msg, HasSubstr(o.pattern));
-  EXPECT_THAT(msg, HasSubstr("seq_len + 1 = 9"));
+  EXPECT_THAT(msg, HasSubstr("data.train: no token shard"));
+  EXPECT_THAT(msg, HasSubstr("seq_len + 1 = 9 tokens: give data.train more tokens or lower train.seq_len"));
 }
 
 TEST(DataLoader, FailsWithoutOneGlobalBatch) {
@@ -211,6 +212,13 @@ TEST(DataLoader, FailsWithoutOneGlobalBatch) {
   EXPECT_THAT(msg, HasSubstr(corpus.pattern()));
   EXPECT_THAT(msg, HasSubstr("15 samples"));
   EXPECT_THAT(msg, HasSubstr("global batch of 16"));
+  EXPECT_THAT(msg, HasSubstr("lower train.batch_size, or give data.train more tokens or lower train.seq_len"));
+  // A validation set too small for one batch says which set it is, and that validation can be left out.
+  DataLoaderOptions val = options_for(corpus, 8, false, 0, 0, 2);
+  val.key = "data.val";
+  const std::string val_msg = error_message([&] { DataLoader l(val); });
+  EXPECT_THAT(val_msg, HasSubstr("data.val: the 3 token shard(s)"));
+  EXPECT_THAT(val_msg, HasSubstr("or set data.val: \"\" to train without validation"));
 }
 
 TEST(DataLoader, ValidatesTokensWhenAShardIsLoaded) {
