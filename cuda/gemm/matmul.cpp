@@ -278,7 +278,7 @@ bool cublaslt_takes(const MatmulArgs& args, int64_t m, int64_t n, int64_t k, int
   if (fp8_a && fp8_b) {
     if (ta == DType::E5M2 && tb == DType::E5M2) return false;
     if (to != DType::BF16 && to != DType::F16 && to != DType::F32) return false;
-    const int64_t k_lt = args.trans_a && !args.trans_b ? fp8_padded_k(k) : k;
+    const int64_t k_lt = fp8_product_k(k, args.trans_a, args.trans_b);
     if (compute_capability < kMinFp8ComputeCapability || m % 16 != 0 || n % 16 != 0 || k_lt % 16 != 0) return false;
     if (!aligned_16(args.a.data) || !aligned_16(args.b.data) || !aligned_16(args.out.data)) return false;
     operands = DType::E4M3;
@@ -367,7 +367,7 @@ void Gemm::matmul(const MatmulArgs& args, cudaStream_t stream) {
               "matmul {}: FP8 products need compute capability 8.9 or later; this device has {}.{}",
               what(), s.compute_capability / 10, s.compute_capability % 10);
     // Both operands copied (a weight gradient): the copies' K is padded with zeros (matmul_staging.h).
-    const int64_t k_lt = trans_a && !trans_b ? fp8_padded_k(k) : k;
+    const int64_t k_lt = fp8_product_k(k, trans_a, trans_b);
     GPT_CHECK(m % 16 == 0 && n % 16 == 0 && k_lt % 16 == 0,
               "matmul {}: cuBLASLt's FP8 products need N and K to be multiples of 16, and M too unless only the rows "
               "of a stored as is are off them; here M = {}, N = {}, K = {}", what(), m, n, k);

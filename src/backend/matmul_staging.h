@@ -32,8 +32,12 @@ struct MatmulStaging {
 
 inline bool is_fp8_format(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
 
-// K rounded up to the multiple of 16 that cuBLASLt's FP8 products take.
-inline int64_t fp8_padded_k(int64_t k) { return (k + 15) / 16 * 16; }
+// The K an FP8 x FP8 product reaches cuBLASLt with: where both operands are copied (trans_a and not
+// trans_b: a weight gradient dy^T x, whose K is the batch's rows), the copies' rows are padded with zero
+// codes to the multiple of 16 cuBLASLt's FP8 products take; elsewhere K as it is.
+inline int64_t fp8_product_k(int64_t k, bool trans_a, bool trans_b) {
+  return trans_a && !trans_b ? (k + 15) / 16 * 16 : k;
+}
 
 inline MatmulStaging matmul_staging(const ProductShape& p) {
   MatmulStaging s;
@@ -44,10 +48,9 @@ inline MatmulStaging matmul_staging(const ProductShape& p) {
   const auto elements = [](int64_t rows, int64_t cols) { return static_cast<size_t>(rows) * static_cast<size_t>(cols); };
   const bool fp8_a = is_fp8_format(p.a), fp8_b = is_fp8_format(p.b);
   if (fp8_a && fp8_b) {
-    // TN: a as stored [M,K], b as stored [N,K] (trans_b); the transposed copies hold one byte an element.
-    // When both are copied (a weight gradient dy^T x, whose K is the batch's rows), their rows are padded
-    // with zero codes to a multiple of 16 of K, as cuBLASLt's FP8 products require.
-    const int64_t k = p.trans_a && !p.trans_b ? fp8_padded_k(p.k) : p.k;
+    // TN: a as stored [M,K], b as stored [N,K] (trans_b); the transposed copies hold one byte an element,
+    // K padded where both are copied.
+    const int64_t k = fp8_product_k(p.k, p.trans_a, p.trans_b);
     if (p.trans_a) take(s.a, elements(p.m, k));
     if (!p.trans_b) take(s.b, elements(p.n, k));
   } else if (fp8_a && (p.b == DType::BF16 || p.b == DType::F16)) {

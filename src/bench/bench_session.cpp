@@ -49,9 +49,7 @@ BenchSession::BenchSession(Config config) : config_(std::move(config)) {
   // The recipe's work is timed too (fp16 with its loss scaler, fp8 with its scaling state).
   const PrecisionRecipe recipe = precision_recipe(config_.precision);
   recipe.validate(config_.model.n_layer);
-  const BackendCapabilities& caps = backend_->capabilities();
-  recipe.check_fp8_products(caps.fp8_products_unavailable, caps.fp8_width_multiple, config_.model.n_embd,
-                            config_.model.n_layer,
+  recipe.check_fp8_products(backend_->capabilities(), config_.model.n_embd, config_.model.n_layer,
                             "precision.recipe: bf16");
   Backend* masters_host = masters_on_host(config_) ? &offload_host(*profiler_, t.threads, host_backend_) : nullptr;
   model_ = std::make_unique<GPT>(config_.model, t.batch_size, t.seq_len, *profiler_, DType::F32,

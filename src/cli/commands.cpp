@@ -33,6 +33,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -130,7 +131,7 @@ int run_train(const std::vector<std::string>& argv) {
     comm = std::make_unique<MpiCommunicator>();
     // Open MPI gives each rank's stdout a pseudo-terminal whatever mpirun's own output is, so the default
     // sink's isatty test would write colour codes into the job's log file (an sbatch script's output).
-    spdlog::set_default_logger(spdlog::stdout_color_mt("train", spdlog::color_mode::never));
+    spdlog::set_default_logger(spdlog::stdout_logger_mt("train"));
     spdlog::set_pattern(comm->rank() == 0 ? std::string("[%H:%M:%S] %^%l%$ %v")
                                           : fmt::format("[%H:%M:%S] [rank {}] %^%l%$ %v", comm->rank()));
   } else {
@@ -212,9 +213,7 @@ int run_sample(const std::vector<std::string>& argv) {
   // Planned for the whole context, not the run's train.seq_len: the cache holds model.context_length
   // positions, and --no-cache must see the same window to draw the same tokens.
   const PrecisionRecipe recipe = sample_recipe(config.precision, args.get("recipe", "fp32"));
-  const BackendCapabilities& caps = backend->capabilities();
-  recipe.check_fp8_products(caps.fp8_products_unavailable, caps.fp8_width_multiple, config.model.n_embd,
-                            config.model.n_layer, "--recipe bf16");
+  recipe.check_fp8_products(backend->capabilities(), config.model.n_embd, config.model.n_layer, "--recipe bf16");
   GPT model(config.model, 1, config.model.context_length, *backend, DType::F32, {}, recipe);
   if (fs::exists(fs::path(dir) / kAdaptersFile)) {
     // A LoRA checkpoint samples its merged weights: the same model within FP32 rounding, and the KV cache,

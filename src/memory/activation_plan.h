@@ -24,8 +24,9 @@
 // On a backend that stages FP8 operands (cuBLASLt: TN only), fp8 adds fp8.staging, the bytes of the largest
 // FP8 block product's copies (backend/matmul_staging.h), live for one product and shared by all. Backward
 // e5m2: the weight gradient dW = dout^T in takes both operands transposed, s*b*(IC + OC) bytes with s*b
-// rounded up to a multiple of 16 (cuBLASLt's FP8 K), 5sbh for fc and fc_proj; the input gradient dx = dout W a transposed weight, OC*IC bytes. Backward bf16: the FP8
-// operand widened, 8sbh for fc_proj's input, 8h^2 for its weight. The buffer is the largest of these.
+// rounded up to a multiple of 16 (cuBLASLt's FP8 K), 5sbh for fc and fc_proj; the input gradient
+// dx = dout W a transposed weight, OC*IC bytes. Backward bf16: the FP8 operand widened, 8sbh for
+// fc_proj's input, 8h^2 for its weight. The buffer is the largest of these.
 // The weights' transposes are made per product, not once per optimizer step beside the compute copy: a
 // kept copy would add 12h^2 bytes per FP8 block (81 MiB for GPT-2 124M) to save re-transposing them, a
 // pass over 12h^2 bytes per block per micro-batch.

@@ -61,14 +61,14 @@ void PrecisionRecipe::validate(int n_layer) const {
   }
 }
 
-void PrecisionRecipe::check_fp8_products(std::string_view fp8_products_unavailable, int fp8_width_multiple,
-                                         int64_t n_embd, int n_layer, std::string_view bf16_setting) const {
+void PrecisionRecipe::check_fp8_products(const BackendCapabilities& backend, int64_t n_embd, int n_layer,
+                                         std::string_view bf16_setting) const {
   bool fp8_products = false;
   for (int l = 0; l < n_layer; ++l) fp8_products = fp8_products || layer_uses_fp8(l, n_layer);
   if (!fp8_products) return;
-  GPT_CHECK(fp8_products_unavailable.empty(), "the fp8 recipe multiplies in FP8, and {}; {} runs there",
-            fp8_products_unavailable, bf16_setting);
-  const int64_t m = fp8_width_multiple;
+  GPT_CHECK(backend.fp8_products_unavailable.empty(), "the fp8 recipe multiplies in FP8, and {}; {} runs there",
+            backend.fp8_products_unavailable, bf16_setting);
+  const int64_t m = backend.fp8_width_multiple;
   if (n_embd % m == 0) return;
   const int64_t below = n_embd / m * m, above = below + m;
   GPT_FAIL("the fp8 recipe multiplies the linear layers' widths in FP8, which this backend takes in multiples of {} "

@@ -16,6 +16,7 @@
 // the FP32 masters' own precision) or the compute dtype (bf16/f16), which halves their memory.
 #pragma once
 
+#include "backend/backend.h"
 #include "config/config.h"
 #include "core/dtype.h"
 #include "precision/fp8_scaling.h"
@@ -57,12 +58,11 @@ struct PrecisionRecipe {
   // Throws gpt::Error naming the key (precision.grad_dtype, precision.fp8.bf16_layers, ...) when the
   // recipe is inconsistent; n_layer checks bf16_layers against the model.
   void validate(int n_layer) const;
-  // Throws when a block of n_layer multiplies in FP8 and the backend cannot (fp8_products_unavailable:
-  // BackendCapabilities' reason, "" where it can) or not at this n_embd (not a multiple of
-  // BackendCapabilities::fp8_width_multiple), saying so and that bf16_setting (the way this command takes
-  // a recipe: "precision.recipe: bf16", "--recipe bf16") runs there.
-  void check_fp8_products(std::string_view fp8_products_unavailable, int fp8_width_multiple, int64_t n_embd,
-                          int n_layer, std::string_view bf16_setting) const;
+  // Throws when a block of n_layer multiplies in FP8 and the backend cannot (its fp8_products_unavailable)
+  // or not at this n_embd (not a multiple of its fp8_width_multiple), saying so and that bf16_setting (the
+  // way this command takes a recipe: "precision.recipe: bf16", "--recipe bf16") runs there.
+  void check_fp8_products(const BackendCapabilities& backend, int64_t n_embd, int n_layer,
+                          std::string_view bf16_setting) const;
 };
 
 // The recipe of a run's precision section (see PrecisionConfig): gradients in precision.grad_dtype, the

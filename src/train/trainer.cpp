@@ -156,8 +156,7 @@ RecomputePolicy Trainer::plan() {
   }
   recipe_ = precision_recipe(config_.precision);
   recipe_.validate(config_.model.n_layer);
-  recipe_.check_fp8_products(backend.fp8_products_unavailable, backend.fp8_width_multiple, config_.model.n_embd,
-                             config_.model.n_layer, "precision.recipe: bf16");
+  recipe_.check_fp8_products(backend, config_.model.n_embd, config_.model.n_layer, "precision.recipe: bf16");
   // A rank's plan: under ZeRO-1 it holds only its shard of the optimizer state.
   const auto ledger_of_rank = [&](int rank) {
     return comm_->world_size() > 1
